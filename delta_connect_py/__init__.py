@@ -1,0 +1,19 @@
+"""delta_connect_py: Delta Lake table state from a Spark Connect client.
+
+Rebuilds a Delta table's state (log segment, replay, computed state, time travel) as plain
+Spark Connect DataFrame operations against a vanilla Spark Connect server: no Delta jars and
+nothing of ours installed on the server.
+
+    from delta_connect_py import DeltaTable, connect
+    spark = connect()                       # SPARK_REMOTE, or the embedded local server
+    snap = DeltaTable.for_path(spark, "/data/events").snapshot()
+    snap.version, snap.state.num_of_files
+"""
+
+from delta_connect_py.errors import DeltaError
+from delta_connect_py.session import connect
+from delta_connect_py.snapshot import Snapshot
+from delta_connect_py.table import DeltaTable
+
+__all__ = ["DeltaError", "DeltaTable", "Snapshot", "connect"]
+__version__ = "0.1.0"

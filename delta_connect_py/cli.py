@@ -1,0 +1,68 @@
+"""The ``delta-connect`` command line.
+
+Responsibility: thin argparse front end over the public API; every subcommand prints plain JSON
+or text and exits non-zero with the error class on a DeltaError.
+
+Invariants: ``--remote`` (else ``SPARK_REMOTE``, else the embedded server) picks the server; no
+subcommand writes anything unless its name says it does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from delta_connect_py.errors import DeltaError
+
+
+def _describe(args: argparse.Namespace) -> dict[str, Any]:
+    from delta_connect_py import DeltaTable, connect
+
+    table = DeltaTable.for_path(connect(args.remote), args.path)
+    snapshot = table.snapshot(args.version, timestamp=args.timestamp)
+    return snapshot.describe()
+
+
+def _server(args: argparse.Namespace) -> dict[str, Any]:
+    from delta_connect_py import connect
+
+    spark = connect(args.remote)
+    return {"spark_version": spark.version}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="delta-connect",
+        description="Delta Lake table state over Spark Connect, with nothing on the server.",
+    )
+    parser.add_argument(
+        "--remote", default=None, help="sc://host:port (default: $SPARK_REMOTE, else embedded)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    describe = commands.add_parser("describe", help="version, protocol, metadata, computed state")
+    describe.add_argument("path")
+    when = describe.add_mutually_exclusive_group()
+    when.add_argument("--version", type=int, default=None)
+    when.add_argument("--timestamp", default=None, help="e.g. '2024-01-01 00:00:00' (UTC)")
+    describe.set_defaults(run=_describe)
+    server = commands.add_parser("server", help="connect and print the server's Spark version")
+    server.set_defaults(run=_server)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.run(args)
+    except DeltaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

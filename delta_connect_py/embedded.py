@@ -1,0 +1,219 @@
+"""The embedded default: a local, standalone Spark Connect server process.
+
+Responsibility: start pip's pyspark as a standalone Spark Connect server (``spark-submit --class
+org.apache.spark.sql.connect.service.SparkConnectServer``) bound to 127.0.0.1 on a free port,
+wait until it answers, and stop it when the client exits. ``server/start-local.sh`` and the test
+suite start the very same server through ``python -m delta_connect_py.embedded``.
+
+Invariants: the server only ever binds the loopback address; its Python workers run
+``worker_python`` (default: this interpreter) through ``PYSPARK_PYTHON``, the only setting a
+Connect server's workers follow; a server that fails to start raises
+:class:`~delta_connect_py.errors.EmbeddedServerError` with the tail of its log, never hangs.
+Nothing here is needed when a remote server is used, and only this module needs full pyspark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from delta_connect_py.errors import EmbeddedServerError
+
+CONNECT_SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+
+#: Server settings that matter for delta_connect_py's plans (see docs: spark-connect-notes).
+SERVER_CONF: dict[str, str] = {
+    "spark.master": "local[*]",
+    "spark.ui.enabled": "false",
+    "spark.sql.session.timeZone": "UTC",
+    # mapInArrow over nested, mostly-null action structs is ~6x slower with the default size.
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+    "spark.sql.shuffle.partitions": "8",
+    # Hadoop's checksumming local file system rejects files whose ".name.crc" sidecar is stale
+    # (several upstream test tables ship such sidecars); Delta never relies on those sidecars.
+    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
+    "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
+}
+
+START_TIMEOUT_SECONDS = 180.0
+MIN_JAVA_VERSION = 17
+
+
+def find_spark_home() -> Path:
+    """The installed full pyspark, or a clear error when only the thin client is installed."""
+    try:
+        import pyspark
+    except ImportError as exc:  # pragma: no cover - pyspark-client always provides it
+        raise EmbeddedServerError(message="pyspark is not installed.") from exc
+    home = Path(pyspark.__file__).parent
+    if not list((home / "jars").glob("spark-connect_*.jar")):
+        raise EmbeddedServerError(
+            message=(
+                "The embedded Spark Connect server needs full pyspark with its jars, but only "
+                "the thin client is installed. Install 'delta-connect-py[local]', or connect to "
+                "a running server with connect('sc://host:15002') or SPARK_REMOTE."
+            )
+        )
+    return home
+
+
+def find_java() -> str:
+    """The java binary (JAVA_HOME first), checked to be version 17 or newer."""
+    java_home = os.environ.get("JAVA_HOME")
+    candidate = str(Path(java_home) / "bin" / "java") if java_home else shutil.which("java")
+    if not candidate or not Path(candidate).exists():
+        raise EmbeddedServerError(
+            message=(
+                "The embedded Spark Connect server needs Java 17 or newer, but no java was found "
+                "(set JAVA_HOME or put java on PATH), or connect to a remote server instead."
+            )
+        )
+    output = subprocess.run(
+        [candidate, "-version"], capture_output=True, text=True, check=False
+    ).stderr
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', output)
+    major = int(match.group(1)) if match else 0
+    if major == 1 and match and match.group(2):
+        major = int(match.group(2))
+    if major < MIN_JAVA_VERSION:
+        raise EmbeddedServerError(
+            message=f"The embedded Spark Connect server needs Java 17 or newer; {candidate} is "
+            f"version {major or 'unknown'}."
+        )
+    return candidate
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class EmbeddedServer:
+    """A Spark Connect server child process on 127.0.0.1."""
+
+    port: int = 0
+    worker_python: str = sys.executable
+    driver_memory: str = os.environ.get("DELTA_CONNECT_DRIVER_MEMORY", "4g")
+    extra_conf: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+    @property
+    def remote(self) -> str:
+        return f"sc://127.0.0.1:{self.port}"
+
+    def command(self, spark_home: Path) -> list[str]:
+        conf = {
+            **SERVER_CONF,
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(self.port),
+            **self.extra_conf,
+        }
+        args = [str(spark_home / "bin" / "spark-submit"), "--class", CONNECT_SERVER_CLASS]
+        args += ["--name", "delta-connect-py", "--driver-memory", self.driver_memory]
+        for key, value in conf.items():
+            args += ["--conf", f"{key}={value}"]
+        return [*args, "spark-internal"]
+
+    def start(self) -> EmbeddedServer:
+        spark_home = find_spark_home()
+        java = find_java()
+        if not self.port:
+            self.port = free_port()
+        log_dir = Path(tempfile.mkdtemp(prefix="delta-connect-server-"))
+        self.log_path = log_dir / "server.log"
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(spark_home),
+            "JAVA_HOME": str(Path(java).resolve().parent.parent),
+            "PYSPARK_PYTHON": self.worker_python,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+        env.pop("SPARK_REMOTE", None)
+        env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        with open(self.log_path, "wb") as log:
+            self.process = subprocess.Popen(
+                self.command(spark_home),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=log_dir,
+                start_new_session=True,
+            )
+        atexit.register(self.stop)
+        self._wait_until_ready()
+        return self
+
+    def _wait_until_ready(self) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise EmbeddedServerError(
+                    message=f"The embedded Spark Connect server exited with code "
+                    f"{self.process.returncode} while starting. Log tail:\n{self.log_tail()}"
+                )
+            if _port_open(self.port):
+                return
+            time.sleep(0.25)
+        self.stop()
+        raise EmbeddedServerError(
+            message=f"The embedded Spark Connect server did not open port {self.port} within "
+            f"{START_TIMEOUT_SECONDS:.0f} s. Log tail:\n{self.log_tail()}"
+        )
+
+    def log_tail(self, lines: int = 40) -> str:
+        if self.log_path is None or not self.log_path.exists():
+            return "(no log)"
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the embedded server in the foreground (used by server/start-local.sh)."""
+    parser = argparse.ArgumentParser(description="Run a standalone Spark Connect server.")
+    parser.add_argument("--port", type=int, default=15002)
+    parser.add_argument("--worker-python", default=os.environ.get("PYSPARK_PYTHON", sys.executable))
+    args = parser.parse_args(argv)
+    server = EmbeddedServer(port=args.port, worker_python=args.worker_python).start()
+    print(f"Spark Connect server ready at {server.remote} (log: {server.log_path})", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        assert server.process is not None
+        return server.process.wait()
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

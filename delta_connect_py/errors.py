@@ -1,0 +1,174 @@
+"""Errors raised by delta_connect_py.
+
+Responsibility: one root, :class:`DeltaError`, shaped like pyspark's errors (``error_class`` plus
+``message_parameters``), and one subclass per Delta error class we raise. Each message says what
+was wrong, with which version and path, and what the user can do.
+
+Invariants: every error the library can detect before or instead of a Spark job is raised as a
+``DeltaError`` subclass; the rendered message always starts with ``[ERROR_CLASS]``. This module
+imports nothing but the standard library, so the pure ``protocol`` layer may raise these too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import ClassVar
+
+
+class DeltaError(Exception):
+    """Root of every error raised by delta_connect_py."""
+
+    error_class: ClassVar[str] = "DELTA_ERROR"
+    template: ClassVar[str] = "{message}"
+
+    def __init__(self, **message_parameters: object) -> None:
+        self.message_parameters: dict[str, str] = {
+            key: str(value) for key, value in message_parameters.items()
+        }
+        super().__init__(f"[{self.error_class}] {self.template.format(**self.message_parameters)}")
+
+    def getErrorClass(self) -> str:
+        return self.error_class
+
+    def getMessageParameters(self) -> Mapping[str, str]:
+        return self.message_parameters
+
+
+class MissingDeltaTableError(DeltaError):
+    error_class = "DELTA_MISSING_DELTA_TABLE"
+    template = (
+        "{path} is not a Delta table: no commit or checkpoint files were found in {log_path}. "
+        "Check the path, or create the table with a Delta writer first."
+    )
+
+
+class VersionsNotContiguousError(DeltaError):
+    error_class = "DELTA_VERSIONS_NOT_CONTIGUOUS"
+    template = (
+        "Versions ({versions}) are not contiguous. A gap in the delta log between versions "
+        "{start_version} and {end_version} was detected while trying to load version "
+        "{version_to_load} of {path}. Restore the missing commit files, or load a version "
+        "before the gap."
+    )
+
+
+class TruncatedTransactionLogError(DeltaError):
+    error_class = "DELTA_TRUNCATED_TRANSACTION_LOG"
+    template = (
+        "{path}: Unable to reconstruct state at version {version} as the transaction log has "
+        "been truncated due to manual deletion or the log retention policy "
+        "(delta.logRetentionDuration={log_retention}) and checkpoint retention policy "
+        "(delta.checkpointRetentionDuration={checkpoint_retention}). Load a version at or "
+        "after {earliest_version}."
+    )
+
+
+class MissingPartFilesError(DeltaError):
+    error_class = "DELTA_MISSING_PART_FILES"
+    template = (
+        "Couldn't find all part files of the checkpoint version: {version} in {path}. "
+        "Restore the missing parts or delete the incomplete checkpoint's _last_checkpoint hint."
+    )
+
+
+class LogFileNotFoundError(DeltaError):
+    error_class = "DELTA_LOG_FILE_NOT_FOUND"
+    template = (
+        "Unable to retrieve the delta log files to construct table version {version} starting "
+        "from checkpoint version {checkpoint_version} at {path}."
+    )
+
+
+class VersionNotFoundError(DeltaError):
+    error_class = "DELTA_VERSION_NOT_FOUND"
+    template = (
+        "Cannot time travel {path} to version {version}. Available versions: "
+        "[{earliest}, {latest}]."
+    )
+
+
+class StateRecoverError(DeltaError):
+    error_class = "DELTA_STATE_RECOVER_ERROR"
+    template = (
+        "The {operation} of your Delta table could not be recovered while Reconstructing "
+        "version: {version}. Did you manually delete files in the _delta_log directory?"
+    )
+
+
+class UnsupportedFeaturesForReadError(DeltaError):
+    error_class = "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
+    template = (
+        'Unsupported Delta read feature: table "{path}" requires reader table feature(s) that '
+        "are unsupported by delta_connect_py: {features}. Use a reader that supports them."
+    )
+
+
+class InvalidProtocolVersionError(DeltaError):
+    error_class = "DELTA_INVALID_PROTOCOL_VERSION"
+    template = (
+        'Unsupported Delta protocol version: table "{path}" requires reader version '
+        "{reader_required} and writer version {writer_required}, but delta_connect_py supports "
+        "reader versions {supported_readers}. Please upgrade to a newer release."
+    )
+
+
+class TimestampGreaterThanCommitError(DeltaError):
+    error_class = "DELTA_TIMESTAMP_GREATER_THAN_COMMIT"
+    template = (
+        "The provided timestamp ({provided_timestamp}) is after the latest version available "
+        "to this table ({path}). Please use a timestamp before or at {maximum_timestamp}."
+    )
+
+
+class TimestampEarlierThanCommitRetentionError(DeltaError):
+    error_class = "DELTA_TIMESTAMP_EARLIER_THAN_COMMIT_RETENTION"
+    template = (
+        "The provided timestamp ({user_timestamp}) is before the earliest version available to "
+        "this table ({path}) ({commit_timestamp}). Please use a timestamp after "
+        "{commit_timestamp}."
+    )
+
+
+class InvalidTimestampError(DeltaError):
+    error_class = "DELTA_INVALID_TIMESTAMP_FORMAT"
+    template = (
+        "The provided timestamp {timestamp!s} cannot be read as a timestamp. Use a datetime or a "
+        "string like '2024-01-01 00:00:00' (UTC unless it carries an offset)."
+    )
+
+
+class LogFileOutsideTableError(DeltaError):
+    error_class = "DELTA_LOG_FILE_OUTSIDE_TABLE"
+    template = (
+        "Row read from {file} which is not a log file of {log_path}. The table path may contain "
+        "glob characters the file system expanded; nothing was returned."
+    )
+
+
+class CorruptLogFileError(DeltaError):
+    error_class = "DELTA_CORRUPT_LOG_FILE"
+    template = (
+        "The log file {file} of {path} could not be read: {reason}. Restore the file from a "
+        "backup, or load a version the file is not needed for."
+    )
+
+
+class ServerEnvironmentError(DeltaError):
+    error_class = "DELTA_CONNECT_SERVER_ENVIRONMENT"
+    template = "{message}"
+
+
+class EmbeddedServerError(DeltaError):
+    error_class = "DELTA_CONNECT_EMBEDDED_SERVER"
+    template = "{message}"
+
+
+class PythonVersionMismatchError(DeltaError):
+    error_class = "DELTA_CONNECT_PYTHON_VERSION_MISMATCH"
+    template = (
+        "The Spark Connect server's Python workers run Python {server_version}, but this client "
+        "runs Python {client_version}. delta_connect_py ships its worker code with cloudpickle, "
+        "which needs the same minor version on both sides: point the server's PYSPARK_PYTHON at "
+        "a Python {client_version} interpreter with pyarrow, or run the client on Python "
+        "{server_version}."
+    )

@@ -1,0 +1,110 @@
+"""Listing a table's ``_delta_log`` on the server.
+
+Responsibility: one collect that returns every log file's path, size and modification time (via
+Spark's ``binaryFile`` source, which lists through the server's Hadoop file system and never
+reads content) together with the text of ``_last_checkpoint`` (read by a Python worker, since
+Spark's readers cannot see names starting with ``_``).
+
+Invariants: the client never touches the files; a missing ``_delta_log`` yields an empty
+listing (the snapshot turns it into ``DELTA_MISSING_DELTA_TABLE``); a corrupt or unreadable
+``_last_checkpoint`` yields no hint (the listing decides), never an error.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+import pyspark.sql.connect.functions as F
+from pyspark.errors import AnalysisException
+
+from delta_connect_py.plans.spark import collect, escape_glob, session_conf, spark_schema
+from delta_connect_py.protocol.filenames import LogFile, parse_log_file
+from delta_connect_py.protocol.last_checkpoint import LastCheckpoint, parse_last_checkpoint
+from delta_connect_py.worker.log_files import (
+    LISTING_SCHEMA,
+    MISSING,
+    LastCheckpointRead,
+    read_last_checkpoint,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.session import SparkSession
+
+log = logging.getLogger(__name__)
+
+#: Listing many tiny files: one split for all of them instead of one task per few files.
+LISTING_CONF = {
+    "spark.sql.files.maxPartitionBytes": str(1 << 40),
+    "spark.sql.files.openCostInBytes": "0",
+}
+
+
+@dataclass(frozen=True)
+class LogListing:
+    log_dir: str
+    files: tuple[LogFile, ...]
+    last_checkpoint: LastCheckpoint | None
+    log_dir_exists: bool
+
+
+def _files_frame(spark: SparkSession, log_dir: str) -> DataFrame:
+    return (
+        spark.read.format("binaryFile")
+        .load(escape_glob(log_dir))
+        .select(
+            F.col("path"),
+            F.col("length"),
+            F.unix_millis(F.col("modificationTime")).alias("modificationTime"),
+            F.lit(None).cast("string").alias("content"),
+        )
+    )
+
+
+def _hint_frame(spark: SparkSession, log_dir: str) -> DataFrame:
+    reader = partial(read_last_checkpoint, LastCheckpointRead(log_dir=log_dir))
+    return spark.range(1).mapInArrow(reader, spark_schema(LISTING_SCHEMA))
+
+
+def list_log(spark: SparkSession, log_dir: str) -> LogListing:
+    """Every Delta log file in ``log_dir`` plus the parsed ``_last_checkpoint`` hint."""
+    listing = _files_frame(spark, log_dir).unionByName(_hint_frame(spark, log_dir))
+    try:
+        with session_conf(spark, LISTING_CONF):
+            rows = collect(listing)
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" not in str(exc):
+            raise
+        return LogListing(log_dir, (), None, log_dir_exists=False)
+    hint_rows = [row for row in rows if row["content"] is not None or row["length"] < 0]
+    file_rows = [row for row in rows if row not in hint_rows]
+    files = [
+        parse_log_file(row["path"], row["length"], row["modificationTime"]) for row in file_rows
+    ]
+    return LogListing(
+        log_dir=log_dir,
+        files=tuple(sorted((f for f in files if f is not None), key=lambda f: f.name)),
+        last_checkpoint=_parse_hint(hint_rows, log_dir),
+        log_dir_exists=True,
+    )
+
+
+def _parse_hint(hint_rows: list[object], log_dir: str) -> LastCheckpoint | None:
+    if not hint_rows:
+        return None
+    row = hint_rows[0]
+    length, content = row["length"], row["content"]  # type: ignore[index]
+    if length == MISSING:
+        return None
+    try:
+        return parse_last_checkpoint(content)
+    except ValueError as exc:
+        log.warning(
+            "%s/_last_checkpoint is corrupted (%s). Will search the checkpoint files directly",
+            log_dir,
+            exc if length >= 0 else content,
+        )
+        return None

@@ -1,0 +1,168 @@
+"""Loading a log segment's actions as one DataFrame (delta-spark's ``loadActions``).
+
+Responsibility: read the chosen checkpoint (classic, multi-part, V2 with sidecars, parquet or
+JSON) and the commit JSON after it, each row conformed to the protocol's action types and tagged
+with the version of its source file (``version``; checkpoint and sidecar rows carry the
+checkpoint's version, compaction rows their end version) and the source file itself (``_file``,
+from ``_metadata.file_path``), which the replay checks lies in this table's ``_delta_log``.
+
+Invariants: commits are read with an explicit schema in FAILFAST mode (a malformed line fails
+the load, it is never silently dropped); checkpoint parquet is read with its own footer schema
+and conformed field by field, so absent fields become null and ``stats_parsed``-only checkpoints
+still yield ``add.stats`` (as JSON, like delta-spark's ``add_stats_to_use``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import unquote
+
+import pyspark.sql.connect.functions as F
+from pyspark.sql.types import StructType
+
+from delta_connect_py.plans.spark import (
+    collect,
+    conform,
+    escape_glob,
+    spark_schema,
+    struct_fields,
+    union_all,
+)
+from delta_connect_py.protocol.actions import (
+    COMMIT_SCHEMA,
+    FILE_COLUMN,
+    STATE_SCHEMA,
+    VERSION_COLUMN,
+)
+from delta_connect_py.protocol.filenames import LogFile
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.column import Column
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.session import SparkSession
+
+    from delta_connect_py.protocol.segment import LogSegment
+
+COMMIT_SPARK_SCHEMA = spark_schema(COMMIT_SCHEMA)
+STATE_SPARK_SCHEMA = spark_schema(STATE_SCHEMA)
+_COMMIT_VERSION_PATTERN = r"(\d+)(\.compacted)?\.json$"
+
+
+@dataclass(frozen=True)
+class LoadedActions:
+    """The segment's action rows and the number of bytes they were read from."""
+
+    frame: DataFrame
+    bytes_read: int
+
+
+def read_commits(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
+    """Commit (or compaction) JSON with every action column, plus ``version`` and ``_file``."""
+    source = F.col("_metadata.file_path")
+    return (
+        spark.read.schema(COMMIT_SPARK_SCHEMA)
+        .option("mode", "FAILFAST")
+        .json([escape_glob(f.path) for f in files])
+        .select(
+            "*",
+            F.regexp_extract(source, _COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
+            source.alias(FILE_COLUMN),
+        )
+    )
+
+
+def commit_state_rows(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
+    frame = read_commits(spark, files)
+    return frame.select(
+        *[field.name for field in STATE_SPARK_SCHEMA.fields], VERSION_COLUMN, FILE_COLUMN
+    )
+
+
+def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
+    """The raw rows of checkpoint files (parquet with their own schema, or V2 JSON)."""
+    escaped = [escape_glob(f.path) for f in files]
+    if files[0].name.endswith(".json"):
+        return spark.read.schema(COMMIT_SPARK_SCHEMA).option("mode", "FAILFAST").json(escaped)
+    # Parts of one checkpoint may carry different columns (a part without protocol rows may
+    # have no protocol column): merge every footer's schema, not just the first file's.
+    return spark.read.option("mergeSchema", "true").parquet(*escaped)
+
+
+def _add_with_stats(actual: StructType, target: StructType) -> Column:
+    """``add`` conformed, taking ``stats`` from ``stats_parsed`` when only that was written."""
+    add_fields = struct_fields(actual)
+    column = conform(F.col("add"), actual, target)
+    if "stats_parsed" not in add_fields:
+        return column
+    stats = (
+        F.coalesce(F.col("add.stats"), F.to_json(F.col("add.stats_parsed")))
+        if "stats" in add_fields
+        else F.to_json(F.col("add.stats_parsed"))
+    )
+    return F.when(F.col("add").isNull(), column).otherwise(column.withField("stats", stats))
+
+
+def conformed_state_rows(frame: DataFrame, version: int) -> DataFrame:
+    """Checkpoint (or sidecar) rows as the state columns, tagged with the checkpoint version."""
+    actual = struct_fields(frame.schema)
+    columns = []
+    for field in STATE_SPARK_SCHEMA.fields:
+        if field.name not in actual:
+            column = F.lit(None).cast(field.dataType)
+        elif field.name == "add":
+            column = _add_with_stats(actual["add"], field.dataType)  # type: ignore[arg-type]
+        else:
+            column = conform(F.col(field.name), actual[field.name], field.dataType)
+        columns.append(column.alias(field.name))
+    return frame.select(
+        *columns,
+        F.lit(version).cast("long").alias(VERSION_COLUMN),
+        F.col("_metadata.file_path").alias(FILE_COLUMN),
+    )
+
+
+def sidecar_paths(frame: DataFrame, log_dir: str) -> list[str]:
+    """Sidecar files a (possibly V2) checkpoint references, as paths Spark can read."""
+    if "sidecar" not in struct_fields(frame.schema):
+        return []
+    rows = collect(frame.where(F.col("sidecar.path").isNotNull()).select("sidecar.path"))
+    return [_sidecar_location(row["path"], log_dir) for row in rows]
+
+
+def _sidecar_location(path: str, log_dir: str) -> str:
+    if "://" in path or path.startswith(("/", "file:")):
+        return unquote(path)
+    return f"{log_dir.rstrip('/')}/_sidecars/{unquote(path)}"
+
+
+def checkpoint_state_rows(
+    spark: SparkSession, segment: LogSegment, log_dir: str
+) -> tuple[DataFrame, int]:
+    """The checkpoint's state rows (top-level file(s) plus sidecars) and their byte size."""
+    checkpoint = segment.checkpoint
+    assert checkpoint is not None
+    top_level = read_checkpoint_files(spark, checkpoint.files)
+    frames = [conformed_state_rows(top_level, checkpoint.version)]
+    sidecars = sidecar_paths(top_level, log_dir)
+    if sidecars:
+        sidecar_frame = spark.read.option("mergeSchema", "true").parquet(
+            *[escape_glob(path) for path in sidecars]
+        )
+        frames.append(conformed_state_rows(sidecar_frame, checkpoint.version))
+    size = sum(f.size for f in checkpoint.files)
+    return union_all(frames), size
+
+
+def load_actions(spark: SparkSession, segment: LogSegment, log_dir: str) -> LoadedActions:
+    """Every action row replay needs for ``segment``: checkpoint rows, then commit rows."""
+    frames: list[DataFrame] = []
+    checkpoint_bytes = 0
+    if segment.checkpoint is not None:
+        frame, checkpoint_bytes = checkpoint_state_rows(spark, segment, log_dir)
+        frames.append(frame)
+    if segment.commits:
+        frames.append(commit_state_rows(spark, segment.commits))
+    commit_bytes = sum(f.size for f in segment.commits)
+    return LoadedActions(union_all(frames), bytes_read=commit_bytes + 8 * checkpoint_bytes)

@@ -1,0 +1,130 @@
+"""The protocol and metadata fast path: a snapshot's P&M without replaying file actions.
+
+Responsibility: delta-spark's P&M fast path: from the version checksum (``v.crc``) when it holds
+both, else from only the ``protocol``, ``metaData`` and ``commitInfo.inCommitTimestamp`` columns
+of the checkpoint and the commits after it (one small collect, newest wins).
+
+Invariants: a missing protocol or metadata raises ``DELTA_STATE_RECOVER_ERROR`` naming the
+version; the in-commit timestamp is taken only from the snapshot version's own commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyspark.sql.connect.functions as F
+
+from delta_connect_py.errors import StateRecoverError
+from delta_connect_py.plans.loading import (
+    conformed_state_rows,
+    read_checkpoint_files,
+    read_commits,
+)
+from delta_connect_py.plans.spark import collect, escape_glob, spark_schema, union_all
+from delta_connect_py.protocol.actions import METADATA, PROTOCOL, VERSION_COLUMN, Metadata, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.session import SparkSession
+
+    from delta_connect_py.protocol.filenames import LogFile
+    from delta_connect_py.protocol.segment import LogSegment
+
+CHECKSUM_SCHEMA = spark_schema(
+    pa.schema(
+        [
+            ("metadata", METADATA),
+            ("protocol", PROTOCOL),
+            ("inCommitTimestampOpt", pa.int64()),
+            ("tableSizeBytes", pa.int64()),
+            ("numFiles", pa.int64()),
+        ]
+    )
+)
+
+
+@dataclass(frozen=True)
+class ProtocolAndMetadata:
+    protocol: Protocol
+    metadata: Metadata
+    in_commit_timestamp: int | None
+    source: str
+
+
+def _from_checksum(spark: SparkSession, checksum: LogFile) -> ProtocolAndMetadata | None:
+    frame = spark.read.schema(CHECKSUM_SCHEMA).json(escape_glob(checksum.path))
+    try:
+        rows = collect(frame)
+    except Exception:  # a corrupt .crc is optional data: fall back to the log
+        return None
+    if len(rows) != 1 or rows[0]["protocol"] is None or rows[0]["metadata"] is None:
+        return None
+    row = rows[0]
+    if row["metadata"]["id"] is None or row["protocol"]["minReaderVersion"] is None:
+        return None
+    return ProtocolAndMetadata(
+        protocol=Protocol.from_action(row["protocol"].asDict(recursive=True)),
+        metadata=Metadata.from_action(row["metadata"].asDict(recursive=True)),
+        in_commit_timestamp=row["inCommitTimestampOpt"],
+        source=checksum.path,
+    )
+
+
+def _log_rows(spark: SparkSession, segment: LogSegment, log_dir: str) -> DataFrame:
+    frames: list[DataFrame] = []
+    ict = F.lit(None).cast("long").alias("ict")
+    if segment.checkpoint is not None:
+        # Sidecars hold only file actions: the top-level checkpoint file(s) suffice.
+        top = read_checkpoint_files(spark, segment.checkpoint.files)
+        state = conformed_state_rows(top, segment.checkpoint.version)
+        frames.append(state.select("protocol", "metaData", VERSION_COLUMN, ict))
+    if segment.commits:
+        commits = read_commits(spark, segment.commits)
+        is_last = F.col(VERSION_COLUMN) == F.lit(segment.version)
+        frames.append(
+            commits.select(
+                "protocol",
+                "metaData",
+                VERSION_COLUMN,
+                F.when(is_last, F.col("commitInfo.inCommitTimestamp")).alias("ict"),
+            )
+        )
+    rows = union_all(frames)
+    return rows.where(
+        F.col("protocol.minReaderVersion").isNotNull()
+        | F.col("metaData.id").isNotNull()
+        | F.col("ict").isNotNull()
+    )
+
+
+def protocol_and_metadata(
+    spark: SparkSession, segment: LogSegment, log_dir: str
+) -> ProtocolAndMetadata:
+    """The snapshot's protocol, metadata and in-commit timestamp (one small Spark job)."""
+    if segment.checksum is not None:
+        from_checksum = _from_checksum(spark, segment.checksum)
+        if from_checksum is not None:
+            return from_checksum
+    rows = sorted(collect(_log_rows(spark, segment, log_dir)), key=lambda r: r[VERSION_COLUMN])
+    protocol: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    ict: int | None = None
+    for row in rows:
+        if row["protocol"] is not None and row["protocol"]["minReaderVersion"] is not None:
+            protocol = row["protocol"].asDict(recursive=True)
+        if row["metaData"] is not None and row["metaData"]["id"] is not None:
+            metadata = row["metaData"].asDict(recursive=True)
+        if row["ict"] is not None:
+            ict = row["ict"]
+    if protocol is None:
+        raise StateRecoverError(operation="protocol", version=segment.version)
+    if metadata is None:
+        raise StateRecoverError(operation="metadata", version=segment.version)
+    return ProtocolAndMetadata(
+        protocol=Protocol.from_action(protocol),
+        metadata=Metadata.from_action(metadata),
+        in_commit_timestamp=ict,
+        source="log",
+    )

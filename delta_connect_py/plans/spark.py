@@ -1,0 +1,107 @@
+"""Small Spark Connect helpers shared by the plans.
+
+Responsibility: Spark types from the protocol's Arrow schemas, glob-safe paths, temporary session
+settings, running a job with server errors translated, and conforming a column read with one
+schema to the protocol's type.
+
+Invariants: paths handed to Spark readers always have glob characters escaped, so a table path
+with ``[``, ``]``, ``{``, ``}``, ``*`` or ``?`` never reads another directory; session settings
+changed for one job are restored afterwards.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyspark.sql.connect.functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
+from pyspark.sql.types import ArrayType, DataType, MapType, StructType
+
+from delta_connect_py.session import translate_server_error
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.column import Column
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql.types import Row
+
+_GLOB_CHARACTERS = re.compile(r"([\[\]{}*?\\])")
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    return from_arrow_schema(schema)
+
+
+def spark_type(arrow_type: pa.DataType) -> DataType:
+    return from_arrow_type(arrow_type)
+
+
+def escape_glob(path: str) -> str:
+    """Escape Hadoop glob characters so Spark reads exactly this path."""
+    return _GLOB_CHARACTERS.sub(r"\\\1", path)
+
+
+@contextmanager
+def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Apply SQL settings for the jobs run inside the block, then restore the previous ones."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
+def collect(df: DataFrame) -> list[Row]:
+    """``df.collect()`` with server failures we recognise raised as DeltaErrors."""
+    try:
+        return df.collect()
+    except Exception as exc:
+        translated = translate_server_error(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def conform(column: Column, actual: DataType, target: DataType) -> Column:
+    """``column`` (of type ``actual``) as ``target``: missing struct fields become null."""
+    if actual == target:
+        return column
+    if isinstance(target, StructType) and isinstance(actual, StructType):
+        present = {field.name: field.dataType for field in actual.fields}
+        fields = [
+            (
+                conform(column.getField(field.name), present[field.name], field.dataType)
+                if field.name in present
+                else F.lit(None).cast(field.dataType)
+            ).alias(field.name)
+            for field in target.fields
+        ]
+        return F.when(column.isNull(), F.lit(None).cast(target)).otherwise(F.struct(*fields))
+    if isinstance(target, (MapType, ArrayType)) or not isinstance(actual, StructType):
+        return column.cast(target)
+    raise TypeError(f"cannot read {actual.simpleString()} as {target.simpleString()}")
+
+
+def struct_fields(schema: StructType) -> dict[str, DataType]:
+    return {field.name: field.dataType for field in schema.fields}
+
+
+def union_all(frames: Sequence[DataFrame]) -> DataFrame:
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result
+
+
+def column_names(frame: Any) -> list[str]:
+    return list(frame.columns)

@@ -1,0 +1,82 @@
+"""computedState: one global aggregation over the reconstructed state (no ``groupBy``).
+
+Responsibility: delta-spark's ``aggregationsToComputeState`` as a single ``agg`` whose one row is
+collected, and the check that protocol and metadata were recovered.
+
+Invariants: ``last(..., ignorenulls=True)`` is order dependent, and safe here only because replay
+leaves exactly one protocol and one metaData row; a state without either raises
+``DELTA_STATE_RECOVER_ERROR`` with delta-spark's text.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyspark.sql.connect.functions as F
+
+from delta_connect_py.errors import StateRecoverError
+from delta_connect_py.plans.spark import collect
+from delta_connect_py.protocol.actions import Metadata, Protocol
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.dataframe import DataFrame
+
+
+@dataclass(frozen=True)
+class State:
+    """delta-spark's ``computedState``, as plain values."""
+
+    size_in_bytes: int
+    num_of_files: int
+    num_of_removes: int
+    num_of_metadata: int
+    num_of_protocol: int
+    num_of_set_transactions: int
+    num_of_domain_metadata: int
+    set_transactions: tuple[dict[str, Any], ...]
+    domain_metadata: tuple[dict[str, Any], ...]
+    metadata: Metadata
+    protocol: Protocol
+
+
+def _aggregations() -> list[Any]:
+    return [
+        F.coalesce(F.sum("add.size"), F.lit(0)).cast("long").alias("sizeInBytes"),
+        F.count("add").alias("numOfFiles"),
+        F.count("remove").alias("numOfRemoves"),
+        F.count("metaData").alias("numOfMetadata"),
+        F.count("protocol").alias("numOfProtocol"),
+        F.count("txn").alias("numOfSetTransactions"),
+        F.count("domainMetadata").alias("numOfDomainMetadata"),
+        F.collect_set("txn").alias("setTransactions"),
+        F.collect_set("domainMetadata").alias("domainMetadata"),
+        F.last("metaData", ignorenulls=True).alias("metadata"),
+        F.last("protocol", ignorenulls=True).alias("protocol"),
+    ]
+
+
+def compute_state(state: DataFrame, version: int) -> State:
+    """Run the aggregation (a Spark job) and validate protocol and metadata."""
+    row = collect(state.agg(*_aggregations()))[0]
+    if row["protocol"] is None:
+        raise StateRecoverError(operation="protocol", version=version)
+    if row["metadata"] is None:
+        raise StateRecoverError(operation="metadata", version=version)
+    return State(
+        size_in_bytes=row["sizeInBytes"],
+        num_of_files=row["numOfFiles"],
+        num_of_removes=row["numOfRemoves"],
+        num_of_metadata=row["numOfMetadata"],
+        num_of_protocol=row["numOfProtocol"],
+        num_of_set_transactions=row["numOfSetTransactions"],
+        num_of_domain_metadata=row["numOfDomainMetadata"],
+        set_transactions=tuple(
+            sorted((txn.asDict() for txn in row["setTransactions"]), key=lambda t: t["appId"])
+        ),
+        domain_metadata=tuple(
+            sorted((dm.asDict() for dm in row["domainMetadata"]), key=lambda d: d["domain"])
+        ),
+        metadata=Metadata.from_action(row["metadata"].asDict(recursive=True)),
+        protocol=Protocol.from_action(row["protocol"].asDict(recursive=True)),
+    )

@@ -1,0 +1,115 @@
+"""Spark Connect sessions for delta_connect_py.
+
+Responsibility: :func:`connect` returns a Spark Connect session (an explicit ``remote``, else
+``SPARK_REMOTE``, else the embedded default server), and :func:`prepare_session` makes any
+Connect session ready for our plans: our worker code is shipped by value (the server never
+imports delta_connect_py) and the server's Python version is checked against ours once.
+
+Invariants: shipping by value is registered before any of our functions is pickled; a
+client/server Python minor-version mismatch raises
+:class:`~delta_connect_py.errors.PythonVersionMismatchError` naming both versions.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+import delta_connect_py
+from delta_connect_py.errors import PythonVersionMismatchError, ServerEnvironmentError
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.session import SparkSession
+
+    from delta_connect_py.embedded import EmbeddedServer
+
+_embedded: EmbeddedServer | None = None
+_prepared_sessions: set[str] = set()
+
+CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def connect(remote: str | None = None) -> SparkSession:
+    """A Spark Connect session: ``remote``, else ``$SPARK_REMOTE``, else the embedded server.
+
+    The embedded server (a local Spark Connect server process on 127.0.0.1) is started on first
+    use and stopped when this Python process exits.
+    """
+    from pyspark.sql.connect.session import SparkSession
+
+    target = remote or os.environ.get("SPARK_REMOTE") or _embedded_remote()
+    spark = SparkSession.builder.remote(target).getOrCreate()
+    prepare_session(spark)
+    return spark
+
+
+def _embedded_remote() -> str:
+    global _embedded
+    if _embedded is None or _embedded.process is None:
+        from delta_connect_py.embedded import EmbeddedServer
+
+        worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON", sys.executable)
+        _embedded = EmbeddedServer(worker_python=worker_python).start()
+    return _embedded.remote
+
+
+def register_worker_code() -> None:
+    """Pickle delta_connect_py's functions by value, so the server need not import us."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(delta_connect_py)
+
+
+def _worker_python_version(_: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import sys as worker_sys
+
+    version = f"{worker_sys.version_info.major}.{worker_sys.version_info.minor}"
+    yield pa.RecordBatch.from_pydict({"python": [version]})
+
+
+def prepare_session(spark: SparkSession) -> None:
+    """Ship our code by value and check the server's worker Python once per session."""
+    register_worker_code()
+    session_id = spark.session_id
+    if session_id in _prepared_sessions:
+        return
+    try:
+        rows = spark.range(1).mapInArrow(_worker_python_version, "python string").collect()
+    except Exception as exc:
+        raise translate_server_error(exc) from exc
+    server_python = rows[0]["python"]
+    if server_python != CLIENT_PYTHON:
+        raise PythonVersionMismatchError(server_version=server_python, client_version=CLIENT_PYTHON)
+    _prepared_sessions.add(session_id)
+
+
+def translate_server_error(exc: BaseException) -> Exception:
+    """Turn a known server-side failure into a DeltaError; anything else is returned as is."""
+    import re
+
+    from delta_connect_py.errors import DeltaError
+    from delta_connect_py.worker.failures import decode_worker_failure
+
+    if isinstance(exc, DeltaError):
+        return exc
+    text = str(exc)
+    decoded = decode_worker_failure(text)
+    if decoded is not None:
+        return decoded
+    mismatch = re.search(
+        r"different version:? (\d+\.\d+)\S* than that in driver:? (\d+\.\d+)", text
+    )
+    if mismatch:
+        return PythonVersionMismatchError(
+            server_version=mismatch.group(1), client_version=mismatch.group(2)
+        )
+    if "No module named 'pyarrow'" in text:
+        return ServerEnvironmentError(
+            message="The Spark Connect server's Python workers have no pyarrow. Point the "
+            "server's PYSPARK_PYTHON at a Python with pyarrow installed."
+        )
+    return exc if isinstance(exc, Exception) else RuntimeError(text)

@@ -1,0 +1,171 @@
+"""A Delta table at one version: protocol, metadata and the reconstructed state.
+
+Responsibility: the user-facing :class:`Snapshot`. Cheap attributes (version, timestamp,
+protocol, metadata, schema, properties) come from the log segment and the P&M fast path; the
+reconstructed state is a lazily built, server-cached DataFrame, and ``state`` is the one global
+aggregation over it.
+
+Invariants: a Snapshot is an immutable value (its properties never change once computed); the
+reconstructed state's protocol and metadata must equal the fast path's, else
+``DELTA_STATE_RECOVER_ERROR``; nothing proportional to the table is collected to the client.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+import pyspark.sql.connect.functions as F
+from pyspark.sql.types import StructType
+
+from delta_connect_py.errors import StateRecoverError
+from delta_connect_py.plans.loading import load_actions
+from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata
+from delta_connect_py.plans.replay import partitions_for, replay
+from delta_connect_py.plans.state import State, compute_state
+from delta_connect_py.protocol import properties as props
+from delta_connect_py.worker.replay import ReplayConfig
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql.connect.session import SparkSession
+
+    from delta_connect_py.protocol.actions import Metadata, Protocol
+    from delta_connect_py.protocol.segment import LogSegment
+    from delta_connect_py.table import DeltaTable
+
+
+@dataclass(frozen=True, eq=False)
+class Snapshot:
+    """The table ``table`` at ``version``. Build it with ``DeltaTable.snapshot()``."""
+
+    table: DeltaTable
+    segment: LogSegment
+    protocol_and_metadata: ProtocolAndMetadata
+    snapshot_partitions: int | None = None
+    #: Milliseconds since the epoch when the snapshot was taken: tombstone retention's "now".
+    created_at_ms: int = 0
+
+    @property
+    def spark(self) -> SparkSession:
+        return self.table.spark
+
+    @property
+    def version(self) -> int:
+        return self.segment.version
+
+    @property
+    def protocol(self) -> Protocol:
+        return self.protocol_and_metadata.protocol
+
+    @property
+    def metadata(self) -> Metadata:
+        return self.protocol_and_metadata.metadata
+
+    @property
+    def timestamp_ms(self) -> int:
+        """The commit timestamp: in-commit timestamp where enabled, else the commit file's mtime."""
+        ict = self.protocol_and_metadata.in_commit_timestamp
+        if ict is not None and props.in_commit_timestamps_enabled(self.metadata.configuration):
+            return ict
+        return self.segment.last_commit_timestamp
+
+    @property
+    def timestamp(self) -> datetime:
+        return datetime.fromtimestamp(self.timestamp_ms / 1000, tz=timezone.utc)
+
+    @property
+    def schema(self) -> StructType:
+        return StructType.fromJson(self.metadata.schema_json)
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        return self.metadata.partition_columns
+
+    @property
+    def properties(self) -> dict[str, str]:
+        """The table configuration plus ``delta.minReaderVersion`` / ``delta.minWriterVersion``."""
+        return props.table_properties(self.metadata.configuration, self.protocol)
+
+    def replay_config(self) -> ReplayConfig:
+        configuration = self.metadata.configuration
+        txn_retention = props.set_transaction_retention_ms(configuration)
+        return ReplayConfig(
+            table_root=self.table.table_root,
+            log_dir=self.table.log_dir,
+            min_file_retention_timestamp=self.created_at_ms
+            - props.deleted_file_retention_ms(configuration),
+            min_set_transaction_retention_timestamp=None
+            if txn_retention is None
+            else self.created_at_ms - txn_retention,
+        )
+
+    @cached_property
+    def _state_df(self) -> DataFrame:
+        loaded = load_actions(self.spark, self.segment, self.table.log_dir)
+        partitions = self.snapshot_partitions or partitions_for(loaded.bytes_read)
+        return replay(loaded.frame, self.replay_config(), partitions).cache()
+
+    def state_df(self) -> DataFrame:
+        """The reconstructed state, one action per row as a checkpoint holds it.
+
+        Lazy; the first job that uses it replays the log and caches the result on the server.
+        """
+        return self._state_df
+
+    @cached_property
+    def state(self) -> State:
+        """delta-spark's computedState (runs one Spark job the first time)."""
+        state = compute_state(self.state_df(), self.version)
+        if state.protocol != self.protocol:
+            raise StateRecoverError(operation="protocol", version=self.version)
+        if state.metadata != self.metadata:
+            raise StateRecoverError(operation="metadata", version=self.version)
+        return state
+
+    def all_files(self) -> DataFrame:
+        """Live ``add`` actions, one row each, the protocol's add fields as columns (lazy)."""
+        return self.state_df().where(F.col("add.path").isNotNull()).select("add.*")
+
+    def tombstones(self) -> DataFrame:
+        """Unexpired ``remove`` actions, one row each (lazy)."""
+        return self.state_df().where(F.col("remove.path").isNotNull()).select("remove.*")
+
+    @property
+    def transactions(self) -> dict[str, int]:
+        """appId -> version of the retained ``txn`` actions (runs the state job once)."""
+        return {txn["appId"]: txn["version"] for txn in self.state.set_transactions}
+
+    def unpersist(self) -> None:
+        """Release the server-side cache of the reconstructed state."""
+        if "_state_df" in self.__dict__:
+            self._state_df.unpersist()
+
+    def describe(self) -> dict[str, Any]:
+        """Version, protocol, metadata and computed state as plain values (runs the state job)."""
+        state = self.state
+        return {
+            "path": self.table.table_root,
+            "version": self.version,
+            "timestamp": self.timestamp.isoformat(),
+            "protocol": self.protocol.to_action(),
+            "metadata": self.metadata.to_action(),
+            "properties": self.properties,
+            "state": {
+                "sizeInBytes": state.size_in_bytes,
+                "numOfFiles": state.num_of_files,
+                "numOfRemoves": state.num_of_removes,
+                "numOfMetadata": state.num_of_metadata,
+                "numOfProtocol": state.num_of_protocol,
+                "numOfSetTransactions": state.num_of_set_transactions,
+                "numOfDomainMetadata": state.num_of_domain_metadata,
+                "setTransactions": list(state.set_transactions),
+            },
+        }
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)

@@ -1,0 +1,170 @@
+"""A Delta table by path, the entry point of the public API.
+
+Responsibility: :class:`DeltaTable` turns a user's path into the table root and ``_delta_log``
+location the server reads, lists the log, chooses a log segment (latest, a version, or the
+version active at a timestamp) and builds :class:`~delta_connect_py.snapshot.Snapshot` values.
+
+Invariants: a DeltaTable holds no table state (every call lists the log afresh), so versions never
+change in place; table paths are kept in Hadoop's unescaped form (``file:/a b``) and escaped for
+globbing only where handed to a Spark reader; every snapshot is checked to be readable
+(``DELTA_UNSUPPORTED_FEATURES_FOR_READ``) before it is returned.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING
+
+import pyspark.sql.connect.functions as F
+
+from delta_connect_py.errors import InvalidTimestampError, MissingDeltaTableError
+from delta_connect_py.plans.listing import LogListing, list_log
+from delta_connect_py.plans.loading import read_commits
+from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
+from delta_connect_py.plans.spark import collect
+from delta_connect_py.protocol import properties as props
+from delta_connect_py.protocol.features import check_readable
+from delta_connect_py.protocol.filenames import LogFile, LogFileKind
+from delta_connect_py.protocol.segment import (
+    LogSegment,
+    build_log_segment,
+    earliest_reconstructable_version,
+)
+from delta_connect_py.protocol.timestamps import CommitTimestamp, monotonize, version_at_timestamp
+from delta_connect_py.session import prepare_session
+from delta_connect_py.snapshot import Snapshot, now_ms
+
+if TYPE_CHECKING:
+    from pyspark.sql.connect.session import SparkSession
+
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+
+
+def qualify_table_path(path: str) -> str:
+    """``/a/b`` -> ``file:/a/b``; ``file:///a/b/`` -> ``file:/a/b``; other URIs unchanged."""
+    path = str(path)
+    if not _SCHEME.match(path):
+        path = "file:" + os.path.abspath(os.path.expanduser(path))
+    if path.startswith("file:"):
+        path = "file:/" + path[len("file:") :].lstrip("/")
+    return path.rstrip("/") if path.rstrip("/") else path
+
+
+@dataclass(frozen=True)
+class DeltaTable:
+    """A Delta table at ``table_root``; ask it for snapshots."""
+
+    spark: SparkSession
+    table_root: str
+
+    @classmethod
+    def for_path(cls, spark: SparkSession, path: str) -> DeltaTable:
+        """The table at ``path``: any URI the server reads (file:, s3a:, hdfs:) or a local path."""
+        prepare_session(spark)
+        return cls(spark, qualify_table_path(path))
+
+    @property
+    def log_dir(self) -> str:
+        return f"{self.table_root}/_delta_log"
+
+    def list_log(self) -> LogListing:
+        """Every log file with size and modification time (one Spark job)."""
+        return list_log(self.spark, self.log_dir)
+
+    def log_segment(
+        self, version: int | None = None, listing: LogListing | None = None
+    ) -> LogSegment:
+        listing = listing or self.list_log()
+        if not listing.files:
+            raise MissingDeltaTableError(path=self.table_root, log_path=self.log_dir)
+        return build_log_segment(
+            self.table_root,
+            self.log_dir,
+            listing.files,
+            version=version,
+            last_checkpoint=listing.last_checkpoint,
+        )
+
+    def latest_version(self) -> int:
+        """The newest version (lists the log; reads no file content)."""
+        return self.log_segment().version
+
+    def snapshot(
+        self,
+        version: int | None = None,
+        *,
+        timestamp: datetime | str | None = None,
+        snapshot_partitions: int | None = None,
+    ) -> Snapshot:
+        """The table at ``version``, at the version active at ``timestamp``, or the latest.
+
+        Runs two small Spark jobs (the log listing and the protocol/metadata fast path); the
+        file-level state is replayed lazily on first use.
+        """
+        if version is not None and timestamp is not None:
+            raise ValueError("give either version or timestamp, not both")
+        listing = self.list_log()
+        if timestamp is not None:
+            version = self.version_at(timestamp, listing)
+        segment = self.log_segment(version, listing)
+        pm = protocol_and_metadata(self.spark, segment, self.log_dir)
+        check_readable(pm.protocol, self.table_root)
+        return Snapshot(
+            table=self,
+            segment=segment,
+            protocol_and_metadata=pm,
+            snapshot_partitions=snapshot_partitions,
+            created_at_ms=now_ms(),
+        )
+
+    def version_at(self, timestamp: datetime | str, listing: LogListing | None = None) -> int:
+        """delta-spark's ``getActiveCommitAtTime``: the latest commit at or before ``timestamp``."""
+        listing = listing or self.list_log()
+        latest = self.log_segment(None, listing)
+        commits = self.commit_timestamps(listing, latest)
+        return version_at_timestamp(
+            commits,
+            to_epoch_ms(timestamp),
+            path=self.table_root,
+            earliest_version=earliest_reconstructable_version(listing.files),
+        )
+
+    def commit_timestamps(self, listing: LogListing, latest: LogSegment) -> list[CommitTimestamp]:
+        """Every listed commit's timestamp: monotonized file times, in-commit where enabled."""
+        commits = [f for f in listing.files if f.kind is LogFileKind.COMMIT]
+        file_times = monotonize([f.modification_time for f in commits])
+        timestamps = {f.version: t for f, t in zip(commits, file_times, strict=True)}
+        latest_pm = protocol_and_metadata(self.spark, latest, self.log_dir)
+        enablement = props.ict_enablement(latest_pm.metadata.configuration)
+        if props.in_commit_timestamps_enabled(latest_pm.metadata.configuration):
+            first_ict = enablement[0] if enablement else 0
+            timestamps.update(
+                self._in_commit_timestamps([f for f in commits if f.version >= first_ict])
+            )
+        return [CommitTimestamp(v, t) for v, t in sorted(timestamps.items())]
+
+    def _in_commit_timestamps(self, commits: list[LogFile]) -> dict[int, int]:
+        if not commits:
+            return {}
+        frame = read_commits(self.spark, commits).where(
+            F.col("commitInfo.inCommitTimestamp").isNotNull()
+        )
+        rows = collect(frame.select("version", "commitInfo.inCommitTimestamp"))
+        return {row["version"]: row["inCommitTimestamp"] for row in rows}
+
+
+def to_epoch_ms(timestamp: datetime | str) -> int:
+    """A datetime or ``"2024-01-01 00:00:00"`` string (UTC unless it has an offset) in ms."""
+    if isinstance(timestamp, str):
+        try:
+            timestamp = datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidTimestampError(timestamp=timestamp) from exc
+    if not isinstance(timestamp, datetime):
+        raise InvalidTimestampError(timestamp=timestamp)
+    if timestamp.tzinfo is None:
+        timestamp = timestamp.replace(tzinfo=timezone.utc)
+    return int(timestamp.timestamp() * 1000)

@@ -1,0 +1,95 @@
+"""Reading ``_delta_log`` files that Spark's file readers cannot see, on the server.
+
+Responsibility: read ``_last_checkpoint`` (a name starting with ``_`` is invisible to every Spark
+file reader) with pyarrow's file systems inside a Python worker, with delta-spark's tries.
+
+Invariants: a missing file is reported as missing, never as corrupt; a file that cannot be parsed
+(or fails its checksum) is retried up to ``tries`` times, one second apart, and then reported as
+corrupt with the reason, so the client falls back to the listing; nothing is ever written.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from delta_connect_py.protocol.last_checkpoint import (
+    CorruptLastCheckpointError,
+    parse_last_checkpoint,
+)
+
+LAST_CHECKPOINT_NAME = "_last_checkpoint"
+MISSING = -1
+CORRUPT = -2
+
+#: The row layout shared with the log listing, so both arrive in one collect.
+LISTING_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("length", pa.int64()),
+        ("modificationTime", pa.int64()),
+        ("content", pa.string()),
+    ]
+)
+
+
+@dataclass(frozen=True)
+class LastCheckpointRead:
+    log_dir: str
+    tries: int = 3
+    retry_seconds: float = 1.0
+
+
+def filesystem_and_path(uri: str) -> tuple[pa.fs.FileSystem, str]:
+    """A pyarrow file system for a Hadoop-style URI (``file:/x``, ``s3a://b/x``, ``/x``)."""
+    from pyarrow import fs
+
+    if uri.startswith("file:"):
+        local = "/" + uri[len("file:") :].lstrip("/")
+        return fs.LocalFileSystem(), local
+    if uri.startswith("/"):
+        return fs.LocalFileSystem(), uri
+    if uri.startswith(("s3a://", "s3n://")):
+        uri = "s3://" + uri.split("://", 1)[1]
+    return fs.FileSystem.from_uri(uri)
+
+
+def read_text(uri: str) -> str | None:
+    """The file's text, or None when it does not exist."""
+    filesystem, path = filesystem_and_path(uri)
+    try:
+        with filesystem.open_input_stream(path) as stream:
+            return bytes(stream.read()).decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def read_last_checkpoint(
+    request: LastCheckpointRead, _: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: one listing-shaped row for ``_last_checkpoint``."""
+    uri = request.log_dir.rstrip("/") + "/" + LAST_CHECKPOINT_NAME
+    length, content = _read_with_tries(uri, request)
+    yield pa.RecordBatch.from_pylist(
+        [{"path": uri, "length": length, "modificationTime": 0, "content": content}],
+        schema=LISTING_SCHEMA,
+    )
+
+
+def _read_with_tries(uri: str, request: LastCheckpointRead) -> tuple[int, str | None]:
+    reason = "unknown"
+    for attempt in range(request.tries):
+        try:
+            text = read_text(uri)
+            if text is None:
+                return MISSING, None
+            parse_last_checkpoint(text)
+            return len(text), text
+        except (CorruptLastCheckpointError, OSError, ValueError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        if attempt + 1 < request.tries:
+            time.sleep(request.retry_seconds)
+    return CORRUPT, reason

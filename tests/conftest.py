@@ -1,0 +1,63 @@
+"""Shared fixtures: one Spark Connect server for the whole run, and conformance table copies.
+
+SPARK_REMOTE set: tests use that server (e.g. the compose service). Unset: one standalone server
+is started from the installed pyspark for the session, its Python workers running
+DELTA_CONNECT_WORKER_PYTHON (an interpreter that cannot import delta_connect_py), and stopped at
+the end.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CONFORMANCE = Path(
+    os.environ.get(
+        "DELTA_CONFORMANCE_DIR", Path(__file__).resolve().parents[2] / "shared" / "conformance"
+    )
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = Path(str(item.fspath)).parts
+        if "integration" in parts or "conformance" in parts:
+            item.add_marker(pytest.mark.integration)
+        if "conformance" in parts:
+            item.add_marker(pytest.mark.conformance)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[object]:
+    from delta_connect_py import connect
+
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        yield connect(remote)
+        return
+    from delta_connect_py.embedded import EmbeddedServer
+
+    worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON", sys.executable)
+    server = EmbeddedServer(worker_python=worker_python).start()
+    try:
+        yield connect(server.remote)
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def conformance_table(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Copy a conformance table (relative to ../shared/conformance) into tmp and return it."""
+
+    def copy(relative: str) -> Path:
+        source = CONFORMANCE / relative
+        target = tmp_path / relative.replace("/", "__")
+        shutil.copytree(source, target)
+        return target
+
+    return copy

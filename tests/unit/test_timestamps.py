@@ -1,0 +1,72 @@
+"""Commit timestamp monotonization and timestamp -> version (notes 2.4)."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from delta_connect_py.errors import (
+    TimestampEarlierThanCommitRetentionError,
+    TimestampGreaterThanCommitError,
+)
+from delta_connect_py.protocol.timestamps import (
+    CommitTimestamp,
+    format_timestamp_ms,
+    monotonize,
+    version_at_timestamp,
+)
+
+
+def test_monotonize() -> None:
+    assert monotonize([]) == []
+    assert monotonize([5]) == [5]
+    assert monotonize([1, 2, 3]) == [1, 2, 3]
+    assert monotonize([10, 10, 5, 20, 19]) == [10, 11, 12, 20, 21]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=10**13)))
+def test_monotonize_strictly_increasing(timestamps: list[int]) -> None:
+    result = monotonize(timestamps)
+    assert len(result) == len(timestamps)
+    assert all(a < b for a, b in itertools.pairwise(result))
+    assert all(r >= t for r, t in zip(result, timestamps, strict=True))
+
+
+def test_format() -> None:
+    assert format_timestamp_ms(0) == "1970-01-01 00:00:00.000"
+    assert format_timestamp_ms(1_700_000_000_123) == "2023-11-14 22:13:20.123"
+
+
+COMMITS = [CommitTimestamp(v, t) for v, t in [(0, 1000), (1, 2000), (2, 3000), (3, 4000)]]
+
+
+@pytest.mark.parametrize(("t", "version"), [(1000, 0), (1999, 0), (2000, 1), (3500, 2), (4000, 3)])
+def test_version_at_timestamp(t: int, version: int) -> None:
+    assert version_at_timestamp(COMMITS, t, path="/t", earliest_version=0) == version
+
+
+def test_after_latest() -> None:
+    with pytest.raises(TimestampGreaterThanCommitError) as info:
+        version_at_timestamp(COMMITS, 4001, path="/t", earliest_version=0)
+    params = info.value.getMessageParameters()
+    assert params["provided_timestamp"] == "1970-01-01 00:00:04.001"
+    assert params["maximum_timestamp"] == "1970-01-01 00:00:04.000"
+    assert params["path"] == "/t"
+
+
+def test_before_earliest_usable() -> None:
+    with pytest.raises(TimestampEarlierThanCommitRetentionError) as info:
+        version_at_timestamp(COMMITS, 2500, path="/t", earliest_version=2)
+    assert info.value.getMessageParameters()["commit_timestamp"] == "1970-01-01 00:00:03.000"
+    assert info.value.getMessageParameters()["user_timestamp"] == "1970-01-01 00:00:02.500"
+    with pytest.raises(TimestampEarlierThanCommitRetentionError):
+        version_at_timestamp(COMMITS, 999, path="/t", earliest_version=0)
+    assert version_at_timestamp(COMMITS, 3000, path="/t", earliest_version=2) == 2
+
+
+def test_no_usable_commits() -> None:
+    with pytest.raises(ValueError):
+        version_at_timestamp(COMMITS, 3000, path="/t", earliest_version=9)
