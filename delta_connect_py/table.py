@@ -40,6 +40,8 @@ from delta_connect_py.snapshot import Snapshot, now_ms
 if TYPE_CHECKING:
     from pyspark.sql.connect.session import SparkSession
 
+    from delta_connect_py.checkpoints import CheckpointResult
+
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 
 
@@ -145,6 +147,26 @@ class DeltaTable:
                 self._in_commit_timestamps([f for f in commits if f.version >= first_ict])
             )
         return [CommitTimestamp(v, t) for v, t in sorted(timestamps.items())]
+
+    def create_checkpoint(
+        self, version: int | None = None, *, part_size: int | None = None
+    ) -> CheckpointResult:
+        """Write a checkpoint of ``version`` (default: latest) and ``_last_checkpoint``.
+
+        Runs Spark jobs that write on the server; see ``delta_connect_py.checkpoints``.
+        """
+        from delta_connect_py.checkpoints import create_checkpoint
+
+        return create_checkpoint(self, version, part_size=part_size)
+
+    def cleanup_metadata(self, *, dry_run: bool = False) -> list[str]:
+        """Delete expired log files with delta-spark's semantics; returns the paths deleted.
+
+        See ``delta_connect_py.checkpoints``.
+        """
+        from delta_connect_py.checkpoints import cleanup_metadata
+
+        return cleanup_metadata(self, dry_run=dry_run)
 
     def _in_commit_timestamps(self, commits: list[LogFile]) -> dict[int, int]:
         if not commits:
