@@ -172,3 +172,26 @@ class PythonVersionMismatchError(DeltaError):
         "a Python {client_version} interpreter with pyarrow, or run the client on Python "
         "{server_version}."
     )
+
+
+class CheckpointNonExistTableError(DeltaError):
+    error_class = "DELTA_CHECKPOINT_NON_EXIST_TABLE"
+    template = (
+        "Cannot checkpoint a non-existing table {path} (version {version}). Did you manually "
+        "delete files in the _delta_log directory? Checkpoint a version between 0 and the "
+        "latest one."
+    )
+
+
+class CheckpointSnapshotMismatchError(DeltaError):
+    error_class = "DELTA_CHECKPOINT_SNAPSHOT_MISMATCH"
+    template = (
+        "State of the checkpoint doesn't match that of the snapshot. The checkpoint of version "
+        "{version} of {path} holds {written} add actions but the snapshot has {expected}; "
+        "nothing was published. Retry the checkpoint."
+    )
+
+
+class CheckpointUnsupportedError(DeltaError):
+    error_class = "DELTA_CHECKPOINT_UNSUPPORTED"
+    template = "Cannot write this checkpoint of {path}: {reason}"

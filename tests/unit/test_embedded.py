@@ -1,0 +1,73 @@
+"""The embedded server's preflight errors: thin client only, no or old Java."""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import pyspark
+import pytest
+
+from delta_connect_py import embedded
+from delta_connect_py.errors import EmbeddedServerError
+
+
+@pytest.fixture
+def thin_pyspark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pyspark seen as installed in a folder without jars, like pyspark-client."""
+    home = tmp_path / "pyspark"
+    home.mkdir()
+    monkeypatch.setattr(pyspark, "__file__", str(home / "__init__.py"))
+    return home
+
+
+def test_thin_client_only_names_the_local_extra(thin_pyspark: Path) -> None:
+    with pytest.raises(EmbeddedServerError, match=r"delta-connect-py\[local\]") as info:
+        embedded.find_spark_home()
+    assert info.value.getErrorClass() == "DELTA_CONNECT_EMBEDDED_SERVER"
+
+
+def test_thin_client_only_fails_before_starting_anything(thin_pyspark: Path) -> None:
+    server = embedded.EmbeddedServer()
+    with pytest.raises(EmbeddedServerError, match=r"delta-connect-py\[local\]"):
+        server.start()
+    assert server.process is None
+
+
+def test_missing_java_home_binary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-such-jdk"))
+    with pytest.raises(EmbeddedServerError, match="Java 17"):
+        embedded.find_java()
+
+
+def test_no_java_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EmbeddedServerError, match="no java was found"):
+        embedded.find_java()
+
+
+def test_old_java_is_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    java.chmod(java.stat().st_mode | stat.S_IXUSR)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    with pytest.raises(EmbeddedServerError, match="version 11"):
+        embedded.find_java()
+
+
+def test_command_binds_loopback_with_the_server_conf(tmp_path: Path) -> None:
+    command = embedded.EmbeddedServer(port=15999).command(tmp_path)
+    confs = {
+        key: value
+        for flag, item in zip(command, command[1:], strict=False)
+        if flag == "--conf"
+        for key, _, value in [item.partition("=")]
+    }
+    assert confs == {
+        **embedded.SERVER_CONF,
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": "15999",
+    }
+    assert command[-1] == "spark-internal"
