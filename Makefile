@@ -73,9 +73,12 @@ demo: $(VENV)/.installed-local
 
 # --- tests --------------------------------------------------------------------------------------
 
-# Runs every phase even when one fails, then fails if any did.
-test: venvs
-	@status=0; \
+# Runs every test phase even when one fails, then fails if any did.
+test:
+	@start=$$SECONDS; \
+	$(MAKE) --no-print-directory venvs; \
+	echo "== venvs: $$((SECONDS - start)) s"; \
+	status=0; \
 	for phase in test-unit test-integration test-embedded; do \
 		start=$$SECONDS; \
 		$(MAKE) --no-print-directory $$phase || status=1; \

@@ -20,6 +20,7 @@ log="$(mktemp -t delta-connect-local-server.XXXXXX.log)"
 "$root/server/start-local.sh" "$port" "$worker_python" >"$log" 2>&1 &
 server_pid=$!
 
+# shellcheck disable=SC2329  # invoked by the EXIT trap
 stop_server() {
     if kill -0 "$server_pid" 2>/dev/null; then
         kill -TERM "$server_pid" 2>/dev/null || true

@@ -10,8 +10,11 @@ The rule (notes 2.6, delta-spark's ``BufferingLogDeletionIterator``): commits, c
 higher version whose time is not after the previous file's counts as previous + 1 ms). A
 *boundary* is a complete checkpoint C such that
 
-* the newest file listed before C (its version is below C) has a monotonized time at or before
-  the cutoff and a version at most ``last_checkpoint.version - 1`` (delta-spark's condition), and
+* the file listed just before C (its version is below C) has a version at most
+  ``last_checkpoint.version - 1`` (delta-spark's condition),
+* every file listed before C has a monotonized time at or before the cutoff (delta-spark checks
+  only the last one, which equals this unless a file's time is later than a later file of the
+  same version), and
 * C's own files have monotonized times at or before the cutoff (stricter than delta-spark, as
   PROTOCOL.md's "newest checkpoint not newer than the cutoff commit" asks: a timestamp after
   the cutoff therefore never resolves to a deleted version).
@@ -31,6 +34,7 @@ when no retained checkpoint references them and their modification time is befor
 
 from __future__ import annotations
 
+import itertools
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -116,17 +120,21 @@ def monotonized_times(walked: Sequence[LogFile]) -> dict[str, int]:
 def _is_boundary(
     checkpoint: CheckpointChoice,
     walked: Sequence[LogFile],
-    versions: Sequence[int],
+    newest_before: Sequence[int],
     times: Mapping[str, int],
     limits: tuple[int, int],
 ) -> bool:
+    """``newest_before[i]``: the newest monotonized time among ``walked[:i + 1]``."""
     cutoff_ms, max_version = limits
-    position = bisect_left(versions, checkpoint.version)
+    position = bisect_left([file.version for file in walked], checkpoint.version)
     if position == 0:
         return False
-    last = walked[position - 1]
     own_time = max(times[file.name] for file in checkpoint.files)
-    return times[last.name] <= cutoff_ms and last.version <= max_version and own_time <= cutoff_ms
+    return (
+        newest_before[position - 1] <= cutoff_ms
+        and walked[position - 1].version <= max_version
+        and own_time <= cutoff_ms
+    )
 
 
 def find_boundary(
@@ -135,12 +143,12 @@ def find_boundary(
     """The version of the newest checkpoint everything before which may be deleted, or None."""
     walked = walked_files(files)
     times = monotonized_times(walked)
-    versions = [file.version for file in walked]
+    newest_before = list(itertools.accumulate((times[f.name] for f in walked), max))
     limits = (cutoff_ms, last_checkpoint_version - 1)
     boundaries = [
         choice.version
         for choice in complete_checkpoints(walked)
-        if _is_boundary(choice, walked, versions, times, limits)
+        if _is_boundary(choice, walked, newest_before, times, limits)
     ]
     return max(boundaries) if boundaries else None
 
@@ -175,7 +183,7 @@ def plan_cleanup(
     if boundary is None:
         return _nothing("no checkpoint before the retention cutoff", files)
     protection = checkpoint_protection_version(configuration)
-    if 0 < protection and boundary < protection:
+    if protection > 0 and boundary < protection:
         return _nothing(
             f"checkpoint protection before version {protection} (boundary {boundary})", files
         )

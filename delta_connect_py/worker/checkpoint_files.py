@@ -205,26 +205,41 @@ def _publish(fs: pa.fs.FileSystem, staging: str, log_dir: str, request: PublishR
     )
 
 
+def _has_rows(batches: Iterable[pa.RecordBatch]) -> bool:
+    """Whether this task got the one driving row (other, empty tasks must do nothing)."""
+    return any(batch.num_rows for batch in batches)
+
+
 def publish_checkpoint(
-    request: PublishRequest, _: Iterable[pa.RecordBatch]
+    request: PublishRequest, batches: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body (run on one row): validate, rename parts, write the hint, clean up."""
+    if not _has_rows(batches):
+        return
     fs, staging = filesystem_and_path(request.staging_dir)
     _, log_dir = filesystem_and_path(request.log_dir)
     try:
         published = _publish(fs, staging, log_dir, request)
     finally:
-        fs.delete_dir(staging)
+        _remove_dir(fs, staging)
     yield from published.to_batches()
 
 
-def discard_staging(staging_dir: str, _: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: remove a staging folder left by a failed write (if it exists)."""
-    fs, staging = filesystem_and_path(staging_dir)
+def _remove_dir(fs: pa.fs.FileSystem, path: str) -> None:
     try:
-        fs.delete_dir(staging)
+        fs.delete_dir(path)
     except FileNotFoundError:
         pass
+
+
+def discard_staging(
+    staging_dir: str, batches: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: remove a staging folder left by a failed write (if it exists)."""
+    if not _has_rows(batches):
+        return
+    fs, staging = filesystem_and_path(staging_dir)
+    _remove_dir(fs, staging)
     yield pa.RecordBatch.from_pylist([{"path": staging_dir}], schema=DELETED_SCHEMA)
 
 
@@ -268,9 +283,11 @@ def _delete(fs: pa.fs.FileSystem, uri: str) -> None:
 
 
 def delete_log_files(
-    request: DeleteRequest, _: Iterable[pa.RecordBatch]
+    request: DeleteRequest, batches: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body (run on one row): delete expired files in order, then garbage sidecars."""
+    if not _has_rows(batches):
+        return
     fs, log_dir = filesystem_and_path(request.log_dir)
     for uri in request.paths:
         if not request.dry_run:

@@ -27,7 +27,9 @@ from delta_connect_py.errors import (
 )
 from tests.conftest import CONFORMANCE
 
-INDEX = json.loads((CONFORMANCE / "index.json").read_text())["tables"] if CONFORMANCE.exists() else []
+INDEX = (
+    json.loads((CONFORMANCE / "index.json").read_text())["tables"] if CONFORMANCE.exists() else []
+)
 
 #: Broken logs: the error class delta-spark raises (upstream expectation) and we must raise.
 EXPECTED_ERRORS: dict[str, type[DeltaError]] = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import stat
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def test_no_java_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 def test_old_java_is_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     java = tmp_path / "jdk" / "bin" / "java"
     java.parent.mkdir(parents=True)
-    java.write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    java.write_text("#!/bin/sh\necho 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")
     java.chmod(java.stat().st_mode | stat.S_IXUSR)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
     with pytest.raises(EmbeddedServerError, match="version 11"):
@@ -61,7 +62,7 @@ def test_command_binds_loopback_with_the_server_conf(tmp_path: Path) -> None:
     command = embedded.EmbeddedServer(port=15999).command(tmp_path)
     confs = {
         key: value
-        for flag, item in zip(command, command[1:], strict=False)
+        for flag, item in itertools.pairwise(command)
         if flag == "--conf"
         for key, _, value in [item.partition("=")]
     }

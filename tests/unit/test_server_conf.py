@@ -16,9 +16,9 @@ def parse_spark_defaults(text: str) -> dict[str, str]:
         line = raw.strip()
         if not line or line.startswith(("#", "!")):
             continue
-        key, _, value = line.partition(" ") if " " in line else line.partition("\t")
+        key, value = line.split(None, 1)
         assert key not in conf, f"duplicate key {key} in {SPARK_DEFAULTS}"
-        conf[key.strip()] = value.strip()
+        conf[key] = value.strip()
     return conf
 
 

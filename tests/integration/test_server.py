@@ -1,0 +1,103 @@
+"""The server is vanilla: our worker code runs there by value, and it cannot import us.
+
+Also: the embedded default server (``connect()`` without SPARK_REMOTE) starts Spark 4.1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark import cloudpickle
+
+from delta_connect_py.session import CLIENT_PYTHON, _worker_python_version
+
+# Functions defined here run on the server's workers, which cannot import this test module.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
+
+REPO = Path(__file__).resolve().parents[2]
+VANILLA_WORKER_PYTHON = REPO / ".venv-worker" / "bin" / "python"
+
+
+def _probe_worker(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import importlib.util
+    import sys as worker_sys
+
+    for _ in batches:
+        pass
+    yield pa.RecordBatch.from_pydict(
+        {
+            "executable": [worker_sys.executable],
+            "has_delta_connect_py": [importlib.util.find_spec("delta_connect_py") is not None],
+        }
+    )
+
+
+def test_package_worker_code_runs_by_value(spark: Any) -> None:
+    rows = spark.range(1, numPartitions=1).mapInArrow(_worker_python_version, "python string")
+    assert [row["python"] for row in rows.collect()] == [CLIENT_PYTHON]
+
+
+def test_server_workers_cannot_import_delta_connect_py(spark: Any) -> None:
+    if not os.environ.get("SPARK_REMOTE") and not os.environ.get("DELTA_CONNECT_WORKER_PYTHON"):
+        pytest.skip("the embedded server's workers run this interpreter, which has our package")
+    schema = "executable string, has_delta_connect_py boolean"
+    [row] = spark.range(1, numPartitions=1).mapInArrow(_probe_worker, schema).collect()
+    assert not row["has_delta_connect_py"], (
+        f"the server's worker Python {row['executable']} can import delta_connect_py; "
+        "the server must be vanilla"
+    )
+
+
+# Runs in a fresh interpreter: connect() reuses any Spark Connect session already active in the
+# process (SparkSession.builder.getOrCreate), which would hide the embedded server.
+EMBEDDED_PROBE = """
+import json
+from delta_connect_py import connect, session
+
+spark = connect()
+server = session._embedded
+print(json.dumps({"version": spark.version, "remote": server.remote, "pid": server.process.pid}))
+spark.stop()
+server.stop()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.embedded
+def test_connect_starts_the_embedded_server() -> None:
+    env = {key: value for key, value in os.environ.items() if key != "SPARK_REMOTE"}
+    if VANILLA_WORKER_PYTHON.exists():
+        env["DELTA_CONNECT_WORKER_PYTHON"] = str(VANILLA_WORKER_PYTHON)
+    result = subprocess.run(
+        [sys.executable, "-c", EMBEDDED_PROBE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    probe = json.loads(result.stdout.strip().splitlines()[-1])
+    try:
+        assert probe["version"].startswith("4.1")
+        assert probe["remote"].startswith("sc://127.0.0.1:")
+        assert not _alive(probe["pid"]), "the embedded server outlived its stop()"
+    finally:
+        if _alive(probe["pid"]):
+            os.killpg(probe["pid"], signal.SIGKILL)
