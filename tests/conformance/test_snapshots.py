@@ -37,8 +37,12 @@ EXPECTED_ERRORS: dict[str, type[DeltaError]] = {
     "golden/no-delta-log-folder/delta": MissingDeltaTableError,
     "golden/deltalog-state-reconstruction-without-metadata/delta": StateRecoverError,
     "golden/deltalog-state-reconstruction-without-protocol/delta": StateRecoverError,
-    "golden/deltalog-state-reconstruction-from-checkpoint-missing-metadata/delta": StateRecoverError,
-    "golden/deltalog-state-reconstruction-from-checkpoint-missing-protocol/delta": StateRecoverError,
+    **{
+        f"golden/deltalog-state-reconstruction-from-checkpoint-missing-{what}/delta": (
+            StateRecoverError
+        )
+        for what in ("metadata", "protocol")
+    },
     "golden/deltalog-invalid-protocol-version/delta": InvalidProtocolVersionError,
     "delta-rs/err-logs-table_c/delta": VersionsNotContiguousError,
     "delta-rs/err-logs-table_d/delta": UnsupportedFeaturesForReadError,

@@ -1,0 +1,146 @@
+"""Snapshot behaviour on copies of real tables: time travel, paths, hints and errors.
+
+delta-rs (``deltalake``) is the oracle for file sets; file modification times are set with
+``os.utime`` where a test needs commit timestamps (git checkouts do not preserve them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pytest
+from deltalake import DeltaTable as RsDeltaTable
+
+from delta_connect_py import DeltaTable
+from delta_connect_py.errors import (
+    MissingPartFilesError,
+    TimestampEarlierThanCommitRetentionError,
+    TimestampGreaterThanCommitError,
+    TruncatedTransactionLogError,
+    VersionNotFoundError,
+)
+from delta_connect_py.protocol.filenames import commit_name
+
+T0 = 1_700_000_000  # seconds
+
+
+def _files(snapshot: Any) -> set[str]:
+    return {unquote(row["path"]) for row in snapshot.all_files().select("path").collect()}
+
+
+def _rs_files(path: Path, version: int | None = None) -> set[str]:
+    table = RsDeltaTable(str(path), version=version)
+    return {unquote(p) for p in table.get_add_actions(flatten=True).column("path").to_pylist()}
+
+
+def _set_commit_times(table: Path, seconds_by_version: dict[int, int]) -> None:
+    for version, seconds in seconds_by_version.items():
+        os.utime(table / "_delta_log" / commit_name(version), (seconds, seconds))
+
+
+def test_time_travel_by_version_matches_delta_rs(spark: Any, conformance_table: Any) -> None:
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    table = DeltaTable.for_path(spark, str(root))
+    assert table.latest_version() == 13
+    for version in (0, 5, 10, 12, 13):
+        snapshot = table.snapshot(version)
+        assert snapshot.version == version
+        assert _files(snapshot) == _rs_files(root, version)
+
+
+def test_time_travel_by_timestamp_uses_monotonized_commit_times(
+    spark: Any, conformance_table: Any
+) -> None:
+    root = conformance_table("dat/multi_partitioned/delta")
+    # v2's file time goes backwards: delta-spark treats it as v1's time + 1 ms.
+    _set_commit_times(root, {0: T0, 1: T0 + 100, 2: T0 + 50})
+    table = DeltaTable.for_path(spark, str(root))
+    at = datetime.fromtimestamp
+    assert table.snapshot(timestamp=at(T0 + 10, tz=timezone.utc)).version == 0
+    assert table.snapshot(timestamp=at(T0 + 100, tz=timezone.utc)).version == 1
+    assert table.version_at(datetime.fromtimestamp(T0 + 100.001, tz=timezone.utc)) == 2
+    latest = table.snapshot()
+    assert latest.timestamp_ms == (T0 + 50) * 1000  # the commit file's own time
+    with pytest.raises(TimestampEarlierThanCommitRetentionError):
+        table.snapshot(timestamp=at(T0 - 1, tz=timezone.utc))
+    with pytest.raises(TimestampGreaterThanCommitError):
+        table.snapshot(timestamp="2100-01-01 00:00:00")
+
+
+def test_in_commit_timestamps_drive_time_travel(spark: Any) -> None:
+    from tests.conftest import CONFORMANCE
+
+    table = DeltaTable.for_path(spark, str(CONFORMANCE / "delta-rs/cdc_ict_table/delta"))
+    latest = table.snapshot()
+    assert latest.properties.get("delta.enableInCommitTimestamps") == "true"
+    ict = latest.protocol_and_metadata.in_commit_timestamp
+    assert ict is not None and latest.timestamp_ms == ict
+    at_latest = datetime.fromtimestamp(ict / 1000, tz=timezone.utc)
+    assert table.version_at(at_latest) == latest.version
+
+
+def test_glob_and_escape_characters_in_table_path(spark: Any, tmp_path: Path) -> None:
+    source = Path(__file__).resolve().parents[3] / "shared/conformance/dat/basic_partitioned/delta"
+    weird = tmp_path / "we ird%25[ab]{c,d}*?"
+    shutil.copytree(source, weird)
+    # A sibling the glob "[ab]" would match: it must never be read.
+    decoy = tmp_path / "we ird%25a{c,d}*?"
+    shutil.copytree(
+        Path(__file__).resolve().parents[3] / "shared/conformance/dat/basic_append/delta", decoy
+    )
+    snapshot = DeltaTable.for_path(spark, str(weird)).snapshot()
+    assert _files(snapshot) == _rs_files(source)
+    assert snapshot.state.num_of_files == 6
+
+
+def test_version_out_of_range(spark: Any, conformance_table: Any) -> None:
+    table = DeltaTable.for_path(spark, str(conformance_table("dat/basic_append/delta")))
+    with pytest.raises(VersionNotFoundError) as info:
+        table.snapshot(5)
+    assert "[0, 1]" in str(info.value)
+
+
+def test_truncated_log_before_checkpoint(spark: Any, conformance_table: Any) -> None:
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    for version in range(0, 5):
+        (root / "_delta_log" / commit_name(version)).unlink()
+    table = DeltaTable.for_path(spark, str(root))
+    assert table.snapshot().version == 13  # the checkpoint at 10 still rebuilds the latest
+    with pytest.raises(TruncatedTransactionLogError) as info:
+        table.snapshot(7)
+    assert "7" in str(info.value)
+
+
+def test_corrupt_last_checkpoint_falls_back_to_listing(spark: Any, conformance_table: Any) -> None:
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    (root / "_delta_log" / "_last_checkpoint").write_text('{"version": 10, "size": ')
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+    assert snapshot.segment.checkpoint is not None and snapshot.segment.checkpoint.version == 10
+    assert _files(snapshot) == _rs_files(root)
+
+
+def test_missing_checkpoint_part_without_earlier_commits(
+    spark: Any, conformance_table: Any
+) -> None:
+    root = conformance_table("golden/multi-part-checkpoint/delta")
+    log = root / "_delta_log"
+    next(log.glob("*.checkpoint.0000000001.0000000002.parquet")).unlink()
+    (log / commit_name(0)).unlink()
+    with pytest.raises(MissingPartFilesError):
+        DeltaTable.for_path(spark, str(root)).snapshot()
+
+
+def test_tombstones_and_transactions(spark: Any) -> None:
+    from tests.conftest import CONFORMANCE
+
+    snapshot = DeltaTable.for_path(
+        spark, str(CONFORMANCE / "golden/deltalog-getChanges/delta")
+    ).snapshot()
+    assert snapshot.transactions == {"fakeAppId": 3}
+    # the tombstone's deletionTimestamp is years old: expired under the 1-week default
+    assert snapshot.tombstones().count() == snapshot.state.num_of_removes == 0
