@@ -55,8 +55,8 @@ from delta_connect_py.worker.checkpoint_files import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import DataFrame
+    from pyspark.sql import SparkSession
 
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table import DeltaTable

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -23,7 +23,7 @@ import delta_connect_py
 from delta_connect_py.errors import PythonVersionMismatchError, ServerEnvironmentError
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import SparkSession
 
     from delta_connect_py.embedded import EmbeddedServer
 
@@ -39,7 +39,7 @@ def connect(remote: str | None = None) -> SparkSession:
     The embedded server (a local Spark Connect server process on 127.0.0.1) is started on first
     use and stopped when this Python process exits.
     """
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import SparkSession
 
     target = remote or os.environ.get("SPARK_REMOTE") or _embedded_remote()
     spark = SparkSession.builder.remote(target).getOrCreate()
@@ -61,10 +61,10 @@ def register_worker_code() -> None:
     """Pickle delta_connect_py's functions by value, so the server need not import us."""
     from pyspark import cloudpickle
 
-    cloudpickle.register_pickle_by_value(delta_connect_py)
+    cloudpickle.register_pickle_by_value(delta_connect_py)  # type: ignore[no-untyped-call]
 
 
-def _worker_python_version(_: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def _worker_python_version(_: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     import sys as worker_sys
 
     version = f"{worker_sys.version_info.major}.{worker_sys.version_info.minor}"
@@ -74,7 +74,7 @@ def _worker_python_version(_: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBat
 def prepare_session(spark: SparkSession) -> None:
     """Ship our code by value and check the server's worker Python once per session."""
     register_worker_code()
-    session_id = spark.session_id
+    session_id: str = getattr(spark, "session_id", str(id(spark)))
     if session_id in _prepared_sessions:
         return
     try:

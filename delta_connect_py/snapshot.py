@@ -30,8 +30,8 @@ from delta_connect_py.protocol import properties as props
 from delta_connect_py.worker.replay import ReplayConfig
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import DataFrame
+    from pyspark.sql import SparkSession
 
     from delta_connect_py.protocol.actions import Metadata, Protocol
     from delta_connect_py.protocol.segment import LogSegment

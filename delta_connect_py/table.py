@@ -38,7 +38,7 @@ from delta_connect_py.session import prepare_session
 from delta_connect_py.snapshot import Snapshot, now_ms
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import SparkSession
 
     from delta_connect_py.checkpoints import CheckpointResult
 

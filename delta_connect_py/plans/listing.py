@@ -13,9 +13,10 @@ listing (the snapshot turns it into ``DELTA_MISSING_DELTA_TABLE``); a corrupt or
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.connect.functions as F
 from pyspark.errors import AnalysisException
@@ -31,8 +32,7 @@ from delta_connect_py.worker.log_files import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -92,11 +92,11 @@ def list_log(spark: SparkSession, log_dir: str) -> LogListing:
     )
 
 
-def _parse_hint(hint_rows: list[object], log_dir: str) -> LastCheckpoint | None:
+def _parse_hint(hint_rows: Sequence[Any], log_dir: str) -> LastCheckpoint | None:
     if not hint_rows:
         return None
     row = hint_rows[0]
-    length, content = row["length"], row["content"]  # type: ignore[index]
+    length, content = row["length"], row["content"]
     if length == MISSING:
         return None
     try:

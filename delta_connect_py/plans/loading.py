@@ -39,9 +39,7 @@ from delta_connect_py.protocol.actions import (
 from delta_connect_py.protocol.filenames import LogFile
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.column import Column
-    from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from delta_connect_py.protocol.segment import LogSegment
 

@@ -26,8 +26,7 @@ from delta_connect_py.plans.spark import collect, escape_glob, spark_schema, uni
 from delta_connect_py.protocol.actions import METADATA, PROTOCOL, VERSION_COLUMN, Metadata, Protocol
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from delta_connect_py.protocol.filenames import LogFile
     from delta_connect_py.protocol.segment import LogSegment

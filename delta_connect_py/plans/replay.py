@@ -24,8 +24,7 @@ from delta_connect_py.protocol.actions import STATE_SCHEMA
 from delta_connect_py.worker.replay import ReplayConfig, replay_partition
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.column import Column
-    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql import Column, DataFrame
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
 #: Input bytes one replay partition should handle before another is worth its overhead.

@@ -24,9 +24,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructType
 from delta_connect_py.session import translate_server_error
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.column import Column
-    from pyspark.sql.connect.dataframe import DataFrame
-    from pyspark.sql.connect.session import SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import Row
 
 _GLOB_CHARACTERS = re.compile(r"([\[\]{}*?\\])")
@@ -48,17 +46,17 @@ def escape_glob(path: str) -> str:
 @contextmanager
 def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """Apply SQL settings for the jobs run inside the block, then restore the previous ones."""
-    previous = {key: spark.conf.get(key, None) for key in settings}
+    previous: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
     for key, value in settings.items():
         spark.conf.set(key, value)
     try:
         yield
     finally:
-        for key, value in previous.items():
-            if value is None:
+        for key, old in previous.items():
+            if old is None:
                 spark.conf.unset(key)
             else:
-                spark.conf.set(key, value)
+                spark.conf.set(key, old)
 
 
 def collect(df: DataFrame) -> list[Row]:

@@ -20,7 +20,7 @@ from delta_connect_py.plans.spark import collect
 from delta_connect_py.protocol.actions import Metadata, Protocol
 
 if TYPE_CHECKING:
-    from pyspark.sql.connect.dataframe import DataFrame
+    from pyspark.sql import DataFrame
 
 
 @dataclass(frozen=True)

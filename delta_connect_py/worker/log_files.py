@@ -54,7 +54,8 @@ def filesystem_and_path(uri: str) -> tuple[pa.fs.FileSystem, str]:
         return fs.LocalFileSystem(), uri
     if uri.startswith(("s3a://", "s3n://")):
         uri = "s3://" + uri.split("://", 1)[1]
-    return fs.FileSystem.from_uri(uri)
+    filesystem, path = fs.FileSystem.from_uri(uri)
+    return filesystem, str(path)
 
 
 def read_text(uri: str) -> str | None:
