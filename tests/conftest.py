@@ -33,21 +33,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[object]:
-    from delta_connect_py import connect
-
+def spark_remote() -> Iterator[str]:
+    """``sc://`` address of the server under test: SPARK_REMOTE, else one started for the run."""
     remote = os.environ.get("SPARK_REMOTE")
     if remote:
-        yield connect(remote)
+        yield remote
         return
     from delta_connect_py.embedded import EmbeddedServer
 
     worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON", sys.executable)
     server = EmbeddedServer(worker_python=worker_python).start()
     try:
-        yield connect(server.remote)
+        yield server.remote
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(spark_remote: str) -> object:
+    from delta_connect_py import connect
+
+    return connect(spark_remote)
 
 
 @pytest.fixture
