@@ -30,8 +30,7 @@ from delta_connect_py.protocol import properties as props
 from delta_connect_py.worker.replay import ReplayConfig
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from delta_connect_py.protocol.actions import Metadata, Protocol
     from delta_connect_py.protocol.segment import LogSegment
@@ -138,6 +137,12 @@ class Snapshot:
     def transactions(self) -> dict[str, int]:
         """appId -> version of the retained ``txn`` actions (runs the state job once)."""
         return {txn["appId"]: txn["version"] for txn in self.state.set_transactions}
+
+    def to_df(self, columns: list[str] | None = None, filter: Any = None) -> DataFrame:
+        """The table's rows at this snapshot (lazy). See ``delta_connect_py.data``."""
+        from delta_connect_py.data import snapshot_to_df
+
+        return snapshot_to_df(self, columns=columns, filter=filter)
 
     def unpersist(self) -> None:
         """Release the server-side cache of the reconstructed state."""

@@ -38,7 +38,10 @@ from delta_connect_py.session import prepare_session
 from delta_connect_py.snapshot import Snapshot, now_ms
 
 if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+    from collections.abc import Iterator
+    from typing import Any
+
+    from pyspark.sql import DataFrame, SparkSession
 
     from delta_connect_py.checkpoints import CheckpointResult
 
@@ -167,6 +170,87 @@ class DeltaTable:
         from delta_connect_py.checkpoints import cleanup_metadata
 
         return cleanup_metadata(self, dry_run=dry_run)
+
+    def history(self, limit: int | None = None) -> DataFrame:
+        """commitInfo of every retained commit as a DataFrame, newest first.
+
+        See ``delta_connect_py.history``.
+        """
+        from delta_connect_py.history import history
+
+        return history(self, limit=limit)
+
+    def load_cdf(
+        self,
+        starting_version: int | None = None,
+        ending_version: int | None = None,
+        *,
+        starting_timestamp: datetime | str | None = None,
+        ending_timestamp: datetime | str | None = None,
+        allow_out_of_range: bool = False,
+    ) -> DataFrame:
+        """The change data feed between two versions: table columns plus ``_change_type``,
+        ``_commit_version`` and ``_commit_timestamp``. See ``delta_connect_py.cdf``.
+        """
+        from delta_connect_py.cdf import load_cdf
+
+        return load_cdf(
+            self,
+            starting_version,
+            ending_version,
+            starting_timestamp=starting_timestamp,
+            ending_timestamp=ending_timestamp,
+            allow_out_of_range=allow_out_of_range,
+        )
+
+    def cdf_file_changes(
+        self,
+        from_version: int,
+        from_index: int = -1,
+        is_starting_version: bool = False,
+        *,
+        max_files: int | None = None,
+        max_bytes: int | None = None,
+        end_offset: Any = None,
+    ) -> Any:
+        """delta-spark's ``getFileChangesForCDC``. See ``delta_connect_py.cdf``."""
+        from delta_connect_py.cdf import cdf_file_changes
+
+        return cdf_file_changes(
+            self,
+            from_version,
+            from_index,
+            is_starting_version,
+            max_files=max_files,
+            max_bytes=max_bytes,
+            end_offset=end_offset,
+        )
+
+    def stream_cdf(
+        self,
+        starting_version: int | None = None,
+        *,
+        offset: Any = None,
+        max_files_per_trigger: int | None = 1000,
+        max_bytes_per_trigger: int | str | None = None,
+        poll_seconds: float = 1.0,
+        stop_when_caught_up: bool = False,
+    ) -> Iterator[tuple[Any, DataFrame]]:
+        """Micro-batches of the change data feed with resumable offsets.
+
+        See ``delta_connect_py.cdf``.
+        """
+        from delta_connect_py.cdf import stream_cdf
+
+        return stream_cdf(
+            self,
+            starting_version,
+            offset=offset,
+            max_files_per_trigger=max_files_per_trigger,
+            max_bytes_per_trigger=max_bytes_per_trigger,
+            poll_seconds=poll_seconds,
+            stop_when_caught_up=stop_when_caught_up,
+        )
 
     def _in_commit_timestamps(self, commits: list[LogFile]) -> dict[int, int]:
         if not commits:
