@@ -55,8 +55,7 @@ from delta_connect_py.worker.checkpoint_files import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-    from pyspark.sql import SparkSession
+    from pyspark.sql import DataFrame, SparkSession
 
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table import DeltaTable

@@ -26,6 +26,34 @@ def _describe(args: argparse.Namespace) -> dict[str, Any]:
     return snapshot.describe()
 
 
+def _checkpoint(args: argparse.Namespace) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    from delta_connect_py import DeltaTable, connect
+
+    table = DeltaTable.for_path(connect(args.remote), args.path)
+    result = table.create_checkpoint(args.version, part_size=args.part_size)
+    return {key: value for key, value in asdict(result).items() if key != "last_checkpoint"}
+
+
+def _cleanup(args: argparse.Namespace) -> dict[str, Any]:
+    from delta_connect_py import DeltaTable, connect
+
+    table = DeltaTable.for_path(connect(args.remote), args.path)
+    paths = table.cleanup_metadata(dry_run=args.dry_run)
+    return {"dry_run": args.dry_run, "deleted": paths}
+
+
+def _cdf(args: argparse.Namespace) -> list[dict[str, Any]]:
+    from delta_connect_py import DeltaTable, connect
+
+    table = DeltaTable.for_path(connect(args.remote), args.path)
+    frame = table.load_cdf(args.start, args.end).orderBy("_commit_version", "_change_type")
+    if args.limit is not None:
+        frame = frame.limit(args.limit)
+    return [row.asDict(recursive=True) for row in frame.collect()]
+
+
 def _server(args: argparse.Namespace) -> dict[str, Any]:
     from delta_connect_py import connect
 
@@ -48,6 +76,25 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--version", type=int, default=None)
     when.add_argument("--timestamp", default=None, help="e.g. '2024-01-01 00:00:00' (UTC)")
     describe.set_defaults(run=_describe)
+    checkpoint = commands.add_parser(
+        "checkpoint", help="write a checkpoint and _last_checkpoint (writes to _delta_log)"
+    )
+    checkpoint.add_argument("path")
+    checkpoint.add_argument("--version", type=int, default=None)
+    checkpoint.add_argument("--part-size", type=int, default=None, help="actions per part")
+    checkpoint.set_defaults(run=_checkpoint)
+    cleanup = commands.add_parser(
+        "cleanup", help="delete expired log files (writes to _delta_log unless --dry-run)"
+    )
+    cleanup.add_argument("path")
+    cleanup.add_argument("--dry-run", action="store_true", help="only list what would go")
+    cleanup.set_defaults(run=_cleanup)
+    cdf = commands.add_parser("cdf", help="print the change data feed between two versions")
+    cdf.add_argument("path")
+    cdf.add_argument("--from", dest="start", type=int, required=True, help="first version")
+    cdf.add_argument("--to", dest="end", type=int, default=None, help="last version (latest)")
+    cdf.add_argument("--limit", type=int, default=None, help="print at most this many rows")
+    cdf.set_defaults(run=_cdf)
     server = commands.add_parser("server", help="connect and print the server's Spark version")
     server.set_defaults(run=_server)
     return parser

@@ -195,3 +195,62 @@ class CheckpointSnapshotMismatchError(DeltaError):
 class CheckpointUnsupportedError(DeltaError):
     error_class = "DELTA_CHECKPOINT_UNSUPPORTED"
     template = "Cannot write this checkpoint of {path}: {reason}"
+
+
+class FileReferencedNotFoundError(DeltaError):
+    error_class = "DELTA_FILE_NOT_FOUND_DETAILED"
+    template = (
+        "File {path} referenced in the transaction log of {table} cannot be found. This occurs "
+        "when data has been manually deleted from the file system rather than using the table "
+        "DELETE statement. Restore the file, or read a version that does not reference it."
+    )
+
+
+class DeletionVectorInvalidError(DeltaError):
+    error_class = "DELTA_DELETION_VECTOR_INVALID"
+    template = (
+        "The deletion vector of data file {file} of {table} ({location}) could not be decoded: "
+        "{reason}. Restore the deletion vector file, or read a version that does not use it."
+    )
+
+
+class MissingChangeDataError(DeltaError):
+    error_class = "DELTA_MISSING_CHANGE_DATA"
+    template = (
+        "Error getting change data for range [{start} , {end}] as change data was not recorded "
+        "for version [{version}]. If you've enabled change data feed on this table, use "
+        "`DESCRIBE HISTORY` to see when it was first enabled. Otherwise, to start recording "
+        "change data, use `ALTER TABLE table_name SET TBLPROPERTIES "
+        "(delta.enableChangeDataFeed=true)`."
+    )
+
+
+class InvalidCdcRangeError(DeltaError):
+    error_class = "DELTA_INVALID_CDC_RANGE"
+    template = (
+        "CDC range from start {start} to end {end} was invalid. End cannot be before start."
+    )
+
+
+class CdcStartVersionAfterLatestError(DeltaError):
+    error_class = "DELTA_CDC_START_VERSION_AFTER_LATEST"
+    template = (
+        "Provided Start version({start}) for reading change data of {path} is invalid. Start "
+        "version cannot be greater than the latest version of the table({latest}). Pass "
+        "allow_out_of_range=True to get an empty result instead."
+    )
+
+
+class ChangeDataLossError(DeltaError):
+    error_class = "DELTA_CHANGE_DATA_LOG_GAP"
+    template = (
+        "Cannot read the change data of {path} from version {expected}: the commit files of "
+        "versions {missing} are missing from the _delta_log (deleted by log cleanup or by hand)"
+        ". Change data can only be read for versions whose commits are all retained; start at "
+        "or after version {resume}."
+    )
+
+
+class UnsupportedChangeDataError(DeltaError):
+    error_class = "DELTA_CDF_UNSUPPORTED"
+    template = "Cannot read the change data feed of {path} at version {version}: {reason}"

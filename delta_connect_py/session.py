@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
 _embedded: EmbeddedServer | None = None
 _prepared_sessions: set[str] = set()
+_sessions: dict[str, SparkSession] = {}
 
 CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 
@@ -42,7 +43,11 @@ def connect(remote: str | None = None) -> SparkSession:
     from pyspark.sql import SparkSession
 
     target = remote or os.environ.get("SPARK_REMOTE") or _embedded_remote()
-    spark = SparkSession.builder.remote(target).getOrCreate()
+    spark = _sessions.get(target)
+    if spark is None or getattr(spark, "is_stopped", False):
+        # create(), not getOrCreate(): the latter returns any open session, whatever its remote.
+        spark = SparkSession.builder.remote(target).create()
+        _sessions[target] = spark
     prepare_session(spark)
     return spark
 
@@ -78,7 +83,8 @@ def prepare_session(spark: SparkSession) -> None:
     if session_id in _prepared_sessions:
         return
     try:
-        rows = spark.range(1).mapInArrow(_worker_python_version, "python string").collect()
+        probe = spark.range(0, 1, 1, 1)  # one partition: one probe row
+        rows = probe.mapInArrow(_worker_python_version, "python string").collect()
     except Exception as exc:
         raise translate_server_error(exc) from exc
     server_python = rows[0]["python"]

@@ -25,6 +25,7 @@ from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.plans.loading import load_actions
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata
 from delta_connect_py.plans.replay import partitions_for, replay
+from delta_connect_py.plans.spark import materialize
 from delta_connect_py.plans.state import State, compute_state
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.worker.replay import ReplayConfig
@@ -106,12 +107,13 @@ class Snapshot:
     def _state_df(self) -> DataFrame:
         loaded = load_actions(self.spark, self.segment, self.table.log_dir)
         partitions = self.snapshot_partitions or partitions_for(loaded.bytes_read)
-        return replay(loaded.frame, self.replay_config(), partitions).cache()
+        return materialize(replay(loaded.frame, self.replay_config(), partitions))
 
     def state_df(self) -> DataFrame:
         """The reconstructed state, one action per row as a checkpoint holds it.
 
-        Lazy; the first job that uses it replays the log and caches the result on the server.
+        The first call runs the replay (a Spark job) and keeps the result on the server as a
+        local checkpoint; later calls and queries over it reuse that result.
         """
         return self._state_df
 
@@ -145,9 +147,12 @@ class Snapshot:
         return snapshot_to_df(self, columns=columns, filter=filter)
 
     def unpersist(self) -> None:
-        """Release the server-side cache of the reconstructed state."""
-        if "_state_df" in self.__dict__:
-            self._state_df.unpersist()
+        """Release the server-side copy of the reconstructed state.
+
+        The local checkpoint is released on the server once no DataFrame refers to it; a later
+        ``state_df()`` replays again.
+        """
+        self.__dict__.pop("_state_df", None)
 
     def describe(self) -> dict[str, Any]:
         """Version, protocol, metadata and computed state as plain values (runs the state job)."""

@@ -32,6 +32,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.conformance)
 
 
+def _vanilla_worker_python() -> str:
+    """The repo's .venv-worker (pyarrow, no delta_connect_py) if made, else this interpreter."""
+    candidate = Path(__file__).resolve().parents[1] / ".venv-worker" / "bin" / "python"
+    return str(candidate) if candidate.exists() else sys.executable
+
+
 @pytest.fixture(scope="session")
 def spark_remote() -> Iterator[str]:
     """``sc://`` address of the server under test: SPARK_REMOTE, else one started for the run."""
@@ -41,7 +47,7 @@ def spark_remote() -> Iterator[str]:
         return
     from delta_connect_py.embedded import EmbeddedServer
 
-    worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON", sys.executable)
+    worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON") or _vanilla_worker_python()
     server = EmbeddedServer(worker_python=worker_python).start()
     try:
         yield server.remote
@@ -63,7 +69,10 @@ def conformance_table(tmp_path: Path):  # type: ignore[no-untyped-def]
     def copy(relative: str) -> Path:
         source = CONFORMANCE / relative
         target = tmp_path / relative.replace("/", "__")
-        shutil.copytree(source, target)
+        # ../shared is read-only: copy contents, not modes, so tests may write to the copy.
+        shutil.copytree(source, target, copy_function=shutil.copyfile)
+        for directory, _, _ in os.walk(target):
+            os.chmod(directory, 0o755)
         return target
 
     return copy

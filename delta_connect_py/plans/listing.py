@@ -66,7 +66,8 @@ def _files_frame(spark: SparkSession, log_dir: str) -> DataFrame:
 
 def _hint_frame(spark: SparkSession, log_dir: str) -> DataFrame:
     reader = partial(read_last_checkpoint, LastCheckpointRead(log_dir=log_dir))
-    return spark.range(1).mapInArrow(reader, spark_schema(LISTING_SCHEMA))
+    # One partition: the reader runs once per partition, and one row is wanted.
+    return spark.range(0, 1, 1, 1).mapInArrow(reader, spark_schema(LISTING_SCHEMA))
 
 
 def list_log(spark: SparkSession, log_dir: str) -> LogListing:

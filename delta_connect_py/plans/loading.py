@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 COMMIT_SPARK_SCHEMA = spark_schema(COMMIT_SCHEMA)
 STATE_SPARK_SCHEMA = spark_schema(STATE_SCHEMA)
-_COMMIT_VERSION_PATTERN = r"(\d+)(\.compacted)?\.json$"
+COMMIT_VERSION_PATTERN = r"(\d+)(\.compacted)?\.json$"
 
 
 @dataclass(frozen=True)
@@ -56,24 +56,32 @@ class LoadedActions:
     bytes_read: int
 
 
-def read_commits(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
-    """Commit (or compaction) JSON with every action column, plus ``version`` and ``_file``."""
+def read_commits(
+    spark: SparkSession, files: Sequence[LogFile], schema: StructType = COMMIT_SPARK_SCHEMA
+) -> DataFrame:
+    """Commit (or compaction) JSON with the ``schema`` action columns (default: every action),
+    plus ``version`` and ``_file``."""
     source = F.col("_metadata.file_path")
     return (
-        spark.read.schema(COMMIT_SPARK_SCHEMA)
+        spark.read.schema(schema)
         .option("mode", "FAILFAST")
         .json([escape_glob(f.path) for f in files])
         .select(
             "*",
-            F.regexp_extract(source, _COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
+            F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
             source.alias(FILE_COLUMN),
         )
     )
 
 
 def commit_state_rows(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
-    frame = read_commits(spark, files)
-    return frame.select(
+    """The state actions of commits; lines holding none (commitInfo, cdc) are dropped here,
+    before they cost a shuffle. Only state columns are parsed: stats stay unparsed strings."""
+    frame = read_commits(spark, files, STATE_SPARK_SCHEMA)
+    has_state_action = F.lit(False)
+    for field in STATE_SPARK_SCHEMA.fields:
+        has_state_action = has_state_action | F.col(field.name).isNotNull()
+    return frame.where(has_state_action).select(
         *[field.name for field in STATE_SPARK_SCHEMA.fields], VERSION_COLUMN, FILE_COLUMN
     )
 

@@ -18,9 +18,9 @@ import pyspark.sql.connect.functions as F
 
 from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.plans.loading import (
+    COMMIT_VERSION_PATTERN,
     conformed_state_rows,
     read_checkpoint_files,
-    read_commits,
 )
 from delta_connect_py.plans.spark import collect, escape_glob, spark_schema, union_all
 from delta_connect_py.protocol.actions import METADATA, PROTOCOL, VERSION_COLUMN, Metadata, Protocol
@@ -30,6 +30,16 @@ if TYPE_CHECKING:
 
     from delta_connect_py.protocol.filenames import LogFile
     from delta_connect_py.protocol.segment import LogSegment
+
+PM_LINE_SCHEMA = spark_schema(
+    pa.schema(
+        [
+            ("protocol", PROTOCOL),
+            ("metaData", METADATA),
+            ("commitInfo", pa.struct([("inCommitTimestamp", pa.int64())])),
+        ]
+    )
+)
 
 CHECKSUM_SCHEMA = spark_schema(
     pa.schema(
@@ -71,6 +81,32 @@ def _from_checksum(spark: SparkSession, checksum: LogFile) -> ProtocolAndMetadat
     )
 
 
+def _commit_pm_rows(spark: SparkSession, segment: LogSegment) -> DataFrame:
+    """P&M rows of the commits, parsing only lines that can hold them.
+
+    Parsing every add's JSON (with its stats) is most of the cost of reading a log; the text
+    filter is a cheap superset (a false positive is parsed and then dropped by the caller).
+    """
+    source = F.col("_metadata.file_path")
+    lines = spark.read.text([escape_glob(f.path) for f in segment.commits]).select(
+        "value",
+        F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
+    )
+    is_last = F.col(VERSION_COLUMN) == F.lit(segment.version)
+    candidates = lines.where(
+        F.col("value").contains('"protocol"')
+        | F.col("value").contains('"metaData"')
+        | (is_last & F.col("value").contains('"inCommitTimestamp"'))
+    )
+    action = F.from_json(F.col("value"), PM_LINE_SCHEMA)
+    return candidates.select(
+        action.getField("protocol").alias("protocol"),
+        action.getField("metaData").alias("metaData"),
+        VERSION_COLUMN,
+        F.when(is_last, action.getField("commitInfo").getField("inCommitTimestamp")).alias("ict"),
+    )
+
+
 def _log_rows(spark: SparkSession, segment: LogSegment, log_dir: str) -> DataFrame:
     frames: list[DataFrame] = []
     ict = F.lit(None).cast("long").alias("ict")
@@ -80,16 +116,7 @@ def _log_rows(spark: SparkSession, segment: LogSegment, log_dir: str) -> DataFra
         state = conformed_state_rows(top, segment.checkpoint.version)
         frames.append(state.select("protocol", "metaData", VERSION_COLUMN, ict))
     if segment.commits:
-        commits = read_commits(spark, segment.commits)
-        is_last = F.col(VERSION_COLUMN) == F.lit(segment.version)
-        frames.append(
-            commits.select(
-                "protocol",
-                "metaData",
-                VERSION_COLUMN,
-                F.when(is_last, F.col("commitInfo.inCommitTimestamp")).alias("ict"),
-            )
-        )
+        frames.append(_commit_pm_rows(spark, segment))
     rows = union_all(frames)
     return rows.where(
         F.col("protocol.minReaderVersion").isNotNull()

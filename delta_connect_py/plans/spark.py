@@ -29,6 +29,18 @@ if TYPE_CHECKING:
 
 _GLOB_CHARACTERS = re.compile(r"([\[\]{}*?\\])")
 
+#: Settings for every job that reads the log. Logs are many tiny files named explicitly: pack
+#: them into few splits (no per-file open cost), and check the named files exist with a few
+#: tasks instead of one task per file (Spark's default parallelism for that is 10,000, which
+#: made reading 1,000 commits take 14 s instead of 2 s). Large Arrow batches make mapInArrow
+#: over nested, mostly-null action structs ~6x faster.
+LOG_READ_CONF = {
+    "spark.sql.files.openCostInBytes": "0",
+    "spark.sql.files.maxPartitionBytes": str(64 << 20),
+    "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+}
+
 
 def spark_schema(schema: pa.Schema) -> StructType:
     return from_arrow_schema(schema)
@@ -62,7 +74,24 @@ def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None
 def collect(df: DataFrame) -> list[Row]:
     """``df.collect()`` with server failures we recognise raised as DeltaErrors."""
     try:
-        return df.collect()
+        with session_conf(df.sparkSession, LOG_READ_CONF):
+            return df.collect()
+    except Exception as exc:
+        translated = translate_server_error(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def materialize(df: DataFrame) -> DataFrame:
+    """Run ``df`` now and keep its result on the server (a local checkpoint).
+
+    Later queries over the result neither re-list nor re-read the log, whatever the session's
+    settings are then.
+    """
+    try:
+        with session_conf(df.sparkSession, LOG_READ_CONF):
+            return df.localCheckpoint(eager=True)
     except Exception as exc:
         translated = translate_server_error(exc)
         if translated is exc:

@@ -24,12 +24,13 @@ deleted, plus compaction files ending below it. The cutoff is UTC midnight of
 ``now - delta.logRetentionDuration``.
 
 Invariants: nothing is deleted without a ``_last_checkpoint`` hint, when
-``delta.enableExpiredLogCleanup`` is false, or when ``delta.requireCheckpointProtectionBeforeVersion``
-is set above the boundary (conservative: delta-spark may still clean up when every protocol in
-the range is supported; we skip). Files at or after the boundary are never deleted, so every
-version from the boundary to the latest stays reconstructable and the boundary checkpoint
-itself stays. Data files are never in the input, so never deleted. Sidecars are garbage only
-when no retained checkpoint references them and their modification time is before the cutoff.
+``delta.enableExpiredLogCleanup`` is false, or when
+``delta.requireCheckpointProtectionBeforeVersion`` is set above the boundary (conservative:
+delta-spark may still clean up when every protocol in the range is supported; we skip). Files
+at or after the boundary are never deleted, so every version from the boundary to the latest
+stays reconstructable and the boundary checkpoint itself stays. Data files are never in the
+input, so never deleted. Sidecars are garbage only when no retained checkpoint references them
+and their modification time is before the cutoff.
 """
 
 from __future__ import annotations

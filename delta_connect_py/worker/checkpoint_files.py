@@ -19,6 +19,7 @@ temporary names start with ``_`` (hidden from Spark readers) and match no Delta 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import uuid
@@ -226,10 +227,8 @@ def publish_checkpoint(
 
 
 def _remove_dir(fs: pa.fs.FileSystem, path: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         fs.delete_dir(path)
-    except FileNotFoundError:
-        pass
 
 
 def discard_staging(
@@ -276,10 +275,8 @@ def _garbage_sidecars(fs: pa.fs.FileSystem, log_dir: str, request: DeleteRequest
 
 
 def _delete(fs: pa.fs.FileSystem, uri: str) -> None:
-    try:
+    with contextlib.suppress(FileNotFoundError):
         fs.delete_file(filesystem_and_path(uri)[1])
-    except FileNotFoundError:
-        pass
 
 
 def delete_log_files(
