@@ -1,0 +1,47 @@
+"""Server failures the client recognises become DeltaErrors with the facts a user needs."""
+
+from __future__ import annotations
+
+from delta_connect_py.errors import (
+    DeltaError,
+    PythonVersionMismatchError,
+    ServerEnvironmentError,
+    StateRecoverError,
+)
+from delta_connect_py.session import translate_server_error
+from delta_connect_py.worker.failures import WorkerFailure
+
+
+def test_python_version_mismatch_names_both_versions() -> None:
+    server_text = (
+        "[PYTHON_VERSION_MISMATCH] Python in worker has different version: 3.10 than that in "
+        "driver: 3.11, PySpark cannot run with different minor versions."
+    )
+    error = translate_server_error(RuntimeError(server_text))
+    assert isinstance(error, PythonVersionMismatchError)
+    assert error.message_parameters == {"server_version": "3.10", "client_version": "3.11"}
+    assert "3.10" in str(error) and "3.11" in str(error)
+
+
+def test_worker_without_pyarrow() -> None:
+    error = translate_server_error(RuntimeError("ModuleNotFoundError: No module named 'pyarrow'"))
+    assert isinstance(error, ServerEnvironmentError)
+    assert "PYSPARK_PYTHON" in str(error)
+
+
+def test_worker_failure_round_trips_through_spark_error_text() -> None:
+    failure = WorkerFailure(StateRecoverError(operation="metadata", version=5))
+    wrapped = RuntimeError(f"Job aborted: PythonException: Traceback ...\n{failure}\n\tat org...")
+    error = translate_server_error(wrapped)
+    assert isinstance(error, StateRecoverError)
+    assert str(error) == (
+        "[DELTA_STATE_RECOVER_ERROR] The metadata of your Delta table could not be recovered "
+        "while Reconstructing version: 5. Did you manually delete files in the _delta_log "
+        "directory?"
+    )
+
+
+def test_unknown_failures_pass_through_unchanged() -> None:
+    original = RuntimeError("something else")
+    assert translate_server_error(original) is original
+    assert not isinstance(translate_server_error(original), DeltaError)
