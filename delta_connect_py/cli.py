@@ -54,6 +54,42 @@ def _cdf(args: argparse.Namespace) -> list[dict[str, Any]]:
     return [row.asDict(recursive=True) for row in frame.collect()]
 
 
+def _show(args: argparse.Namespace) -> dict[str, Any]:
+    from delta_connect_py import DeltaTable, connect
+
+    table = DeltaTable.for_path(connect(args.remote), args.path)
+    snapshot = table.snapshot(args.version)
+    rows = snapshot.to_df().limit(args.limit).collect()
+    return {"version": snapshot.version, "rows": [row.asDict(recursive=True) for row in rows]}
+
+
+def _files(args: argparse.Namespace) -> dict[str, Any]:
+    from delta_connect_py import DeltaTable, connect
+    from delta_connect_py.data import select_files
+
+    table = DeltaTable.for_path(connect(args.remote), args.path)
+    snapshot = table.snapshot(args.version)
+    files = [
+        {
+            "path": f.path,
+            "location": f.location,
+            "size": f.size,
+            "partitionValues": f.partition_values,
+            "deletionVector": None if f.deletion_vector is None else f.deletion_vector.unique_id,
+        }
+        for f in select_files(snapshot)
+    ]
+    return {"version": snapshot.version, "files": files}
+
+
+def _history(args: argparse.Namespace) -> dict[str, Any]:
+    from delta_connect_py import DeltaTable, connect
+
+    table = DeltaTable.for_path(connect(args.remote), args.path)
+    rows = table.history(limit=args.limit).collect()
+    return {"history": [row.asDict(recursive=True) for row in rows]}
+
+
 def _server(args: argparse.Namespace) -> dict[str, Any]:
     from delta_connect_py import connect
 
@@ -95,6 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
     cdf.add_argument("--to", dest="end", type=int, default=None, help="last version (latest)")
     cdf.add_argument("--limit", type=int, default=None, help="print at most this many rows")
     cdf.set_defaults(run=_cdf)
+    show = commands.add_parser("show", help="the table's rows (the first --limit of them)")
+    show.add_argument("path")
+    show.add_argument("--version", type=int, default=None)
+    show.add_argument("--limit", type=int, default=20)
+    show.set_defaults(run=_show)
+    files = commands.add_parser("files", help="the live data files a read scans")
+    files.add_argument("path")
+    files.add_argument("--version", type=int, default=None)
+    files.set_defaults(run=_files)
+    history = commands.add_parser("history", help="commit history, newest first")
+    history.add_argument("path")
+    history.add_argument("--limit", type=int, default=None)
+    history.set_defaults(run=_history)
     server = commands.add_parser("server", help="connect and print the server's Spark version")
     server.set_defaults(run=_server)
     return parser

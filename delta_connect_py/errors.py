@@ -227,9 +227,7 @@ class MissingChangeDataError(DeltaError):
 
 class InvalidCdcRangeError(DeltaError):
     error_class = "DELTA_INVALID_CDC_RANGE"
-    template = (
-        "CDC range from start {start} to end {end} was invalid. End cannot be before start."
-    )
+    template = "CDC range from start {start} to end {end} was invalid. End cannot be before start."
 
 
 class CdcStartVersionAfterLatestError(DeltaError):
@@ -254,3 +252,8 @@ class ChangeDataLossError(DeltaError):
 class UnsupportedChangeDataError(DeltaError):
     error_class = "DELTA_CDF_UNSUPPORTED"
     template = "Cannot read the change data feed of {path} at version {version}: {reason}"
+
+
+class InvalidSourceOffsetError(DeltaError):
+    error_class = "DELTA_INVALID_SOURCE_OFFSET"
+    template = "Cannot read the streaming offset {offset}: {reason}"
