@@ -1,0 +1,432 @@
+"""A snapshot's rows as a DataFrame: data files read by Spark on the server, Delta applied on top.
+
+Responsibility: :func:`snapshot_to_df` (``Snapshot.to_df``) and :func:`select_files`, the data
+files a read with a filter would scan. The plan: the live ``add`` actions' file metadata (path,
+partition values, deletion vector descriptor, and stats only when a filter needs them) is
+collected; files are pruned by partition values and skipped by stats; the survivors are read in
+one ``spark.read.parquet`` with the table's physical schema plus ``_metadata.file_path`` and
+``_metadata.row_index``; partition values (a small broadcast relation keyed by file) are joined
+in and cast to their schema types by Spark; rows named by deletion vectors (decoded in a worker,
+see ``delta_connect_py.worker.dv_rows``; once eagerly, to report bad DVs) are removed with an
+anti-join; physical column names
+become logical ones; finally the filter itself is applied to the rows.
+
+Partition values: null and ``""`` are null (``__HIVE_DEFAULT_PARTITION__`` appears only in
+directory names, never as a logged value, so it gets no special case); everything else is cast
+from the string by Spark, so timestamps without a zone are read in the session time zone (as
+delta-spark does) and ISO-8601 ``...T...Z`` values as UTC.
+
+Invariants: the result has exactly the table schema's columns, logical names and types, in
+schema order (or ``columns``); a file is left out only when the log proves none of its rows can
+pass the filter, so pruning never changes the result; paths handed to Spark are URI-decoded,
+resolved against the table root and glob-escaped; a referenced data file that does not exist
+raises ``DELTA_FILE_NOT_FOUND_DETAILED`` naming it; no table row is ever collected.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote
+
+import pyspark.sql.connect.functions as F
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from delta_connect_py.errors import FileReferencedNotFoundError
+from delta_connect_py.plans.spark import collect, escape_glob, spark_schema
+from delta_connect_py.protocol.deletion_vectors import (
+    STORAGE_INLINE,
+    DeletionVectorDescriptor,
+    dv_location,
+)
+from delta_connect_py.protocol.file_filters import (
+    Predicate,
+    column_stats,
+    parse_filter,
+    partition_may_match,
+    stats_may_match,
+)
+from delta_connect_py.session import translate_server_error
+from delta_connect_py.worker.dv_rows import (
+    DV_INPUT_SCHEMA,
+    DV_ROWS_SCHEMA,
+    expand_deletion_vectors,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from delta_connect_py.snapshot import Snapshot
+
+PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+FILE_KEY = "_dcp_file"
+ROW_INDEX = "_dcp_row_index"
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+_MISSING_PATH = re.compile(r"Path does not exist: (\S+?)\.?(?:\s|$)")
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One live data file: its log path, where Spark reads it, and what the log says of it."""
+
+    path: str
+    location: str
+    partition_values: dict[str, str | None]
+    deletion_vector: DeletionVectorDescriptor | None
+    size: int | None
+
+    @property
+    def key(self) -> str:
+        return file_key(self.location)
+
+
+# ---------------------------------------------------------------------------------------------
+# Paths
+
+
+def data_file_location(path: str, table_root: str) -> str:
+    """The unescaped URI of a data file: ``path`` is URI-encoded, relative or absolute."""
+    decoded = unquote(path)
+    if _SCHEME.match(path):
+        return decoded
+    if path.startswith("/"):
+        scheme = _SCHEME.match(table_root)
+        prefix = table_root[: scheme.end()] if scheme else "file:"
+        authority = re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://[^/]*", table_root)
+        return (authority.group(0) if authority else prefix) + decoded
+    return f"{table_root.rstrip('/')}/{decoded}"
+
+
+def file_key(location: str) -> str:
+    """The join key of a file: its unescaped URI with ``file:///`` shortened to ``file:/``."""
+    if location.startswith("file:"):
+        return "file:/" + location[len("file:") :].lstrip("/")
+    return location
+
+
+def _file_key_column(file_path: Column) -> Column:
+    """:func:`file_key` of Spark's ``_metadata.file_path`` (a URI string), computed in Spark."""
+    decoded = F.url_decode(F.replace(file_path, F.lit("+"), F.lit("%2B")))
+    return F.regexp_replace(decoded, r"^file:/+", "file:/")
+
+
+# ---------------------------------------------------------------------------------------------
+# Schemas and column mapping
+
+
+def physical_type(data_type: DataType) -> DataType:
+    """``data_type`` with every nested field renamed to its physical name, metadata dropped."""
+    if isinstance(data_type, StructType):
+        return StructType(
+            [
+                StructField(physical_name(f), physical_type(f.dataType), f.nullable)
+                for f in data_type.fields
+            ]
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(physical_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(
+            physical_type(data_type.keyType),
+            physical_type(data_type.valueType),
+            data_type.valueContainsNull,
+        )
+    return data_type
+
+
+def logical_type(data_type: DataType) -> DataType:
+    """``data_type`` without field metadata (names unchanged)."""
+    if isinstance(data_type, StructType):
+        return StructType(
+            [StructField(f.name, logical_type(f.dataType), f.nullable) for f in data_type.fields]
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(logical_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(
+            logical_type(data_type.keyType),
+            logical_type(data_type.valueType),
+            data_type.valueContainsNull,
+        )
+    return data_type
+
+
+def physical_name(field: StructField) -> str:
+    return str((field.metadata or {}).get(PHYSICAL_NAME_KEY) or field.name)
+
+
+def _partition_fields(snapshot: Snapshot) -> list[StructField]:
+    by_name = {f.name: f for f in snapshot.schema.fields}
+    return [by_name[name] for name in snapshot.partition_columns]
+
+
+def _data_fields(snapshot: Snapshot) -> list[StructField]:
+    partitions = set(snapshot.partition_columns)
+    return [f for f in snapshot.schema.fields if f.name not in partitions]
+
+
+def logical_schema(snapshot: Snapshot) -> StructType:
+    return logical_type(snapshot.schema)  # type: ignore[return-value]
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing files
+
+
+def _descriptor(row: Any) -> DeletionVectorDescriptor | None:
+    if row is None or row["storageType"] is None:
+        return None
+    return DeletionVectorDescriptor(
+        storage_type=row["storageType"],
+        path_or_inline_dv=row["pathOrInlineDv"],
+        offset=row["offset"],
+        size_in_bytes=row["sizeInBytes"],
+        cardinality=row["cardinality"],
+    )
+
+
+def _type_name(field: StructField) -> str:
+    return str(field.dataType.typeName())
+
+
+def _file_may_match(
+    predicates: Sequence[Predicate],
+    partition_values: dict[str, str | None],
+    stats: dict[str, Any] | None,
+    fields: dict[str, StructField],
+    partition_columns: set[str],
+) -> bool:
+    for predicate in predicates:
+        field = fields[predicate.column]
+        type_name = _type_name(field)
+        if predicate.column in partition_columns:
+            raw = partition_values.get(physical_name(field))
+            if not partition_may_match(predicate, raw, type_name):
+                return False
+        elif stats is not None and not stats_may_match(
+            predicate, column_stats(stats, physical_name(field)), type_name
+        ):
+            return False
+    return True
+
+
+def _check_columns(snapshot: Snapshot, names: Sequence[str], what: str) -> None:
+    known = {f.name for f in snapshot.schema.fields}
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise ValueError(
+            f"{what} names unknown column(s) {unknown}; table columns: {sorted(known)}"
+        )
+
+
+def _parse_stats(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        parsed = json.loads(text, parse_float=Decimal)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def select_files(snapshot: Snapshot, filter: Any = None) -> list[DataFile]:
+    """The live data files a read of ``snapshot`` with ``filter`` scans (one Spark job).
+
+    Files are dropped by partition pruning (filters on partition columns) and data skipping
+    (other columns, from ``stats``); see :mod:`delta_connect_py.protocol.file_filters`.
+    """
+    predicates = parse_filter(filter)
+    _check_columns(snapshot, [p.column for p in predicates], "filter")
+    partition_columns = set(snapshot.partition_columns)
+    needs_stats = any(p.column not in partition_columns for p in predicates)
+    columns = ["path", "partitionValues", "deletionVector", "size"]
+    frame = snapshot.all_files().select(*columns, *(["stats"] if needs_stats else []))
+    fields = {f.name: f for f in snapshot.schema.fields}
+    root = snapshot.table.table_root
+    chosen = []
+    for row in collect(frame):
+        partition_values = dict(row["partitionValues"] or {})
+        stats = _parse_stats(row["stats"]) if needs_stats else None
+        if predicates and not _file_may_match(
+            predicates, partition_values, stats, fields, partition_columns
+        ):
+            continue
+        chosen.append(
+            DataFile(
+                path=row["path"],
+                location=data_file_location(row["path"], root),
+                partition_values=partition_values,
+                deletion_vector=_descriptor(row["deletionVector"]),
+                size=row["size"],
+            )
+        )
+    return sorted(chosen, key=lambda f: f.path)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+def _read_parquet(snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
+    """The data columns (physical names) of ``files`` plus file key and row index."""
+    spark = snapshot.spark
+    read_schema = StructType(
+        [
+            StructField(physical_name(f), physical_type(f.dataType), True)
+            for f in _data_fields(snapshot)
+        ]
+    )
+    frame = spark.read.schema(read_schema).parquet(*[escape_glob(f.location) for f in files])
+    try:
+        frame.schema  # noqa: B018 - analysis checks every path exists
+    except Exception as exc:
+        raise _missing_file_error(exc, snapshot, files) from exc
+    return frame.select(
+        "*",
+        _file_key_column(F.col("_metadata.file_path")).alias(FILE_KEY),
+        F.col("_metadata.row_index").alias(ROW_INDEX),
+    )
+
+
+def _missing_file_error(exc: Exception, snapshot: Snapshot, files: Sequence[DataFile]) -> Exception:
+    text = str(exc)
+    if "PATH_NOT_FOUND" not in text:
+        return translate_server_error(exc)
+    match = _MISSING_PATH.search(text)
+    missing = match.group(1) if match else None
+    by_key = {f.key: f.location for f in files}
+    if missing is not None:
+        missing = by_key.get(file_key(unquote(missing)), missing)
+    return FileReferencedNotFoundError(
+        path=missing or "(one of the table's data files)", table=snapshot.table.table_root
+    )
+
+
+def _with_partition_values(
+    snapshot: Snapshot, data: DataFrame, files: Sequence[DataFile]
+) -> DataFrame:
+    """``data`` plus one string column per partition column (``_dcp_p<i>``), joined by file."""
+    fields = _partition_fields(snapshot)
+    if not fields:
+        return data
+    names = [f"_dcp_p{i}" for i in range(len(fields))]
+    schema = StructType(
+        [StructField(FILE_KEY, StringType(), False)]
+        + [StructField(name, StringType(), True) for name in names]
+    )
+    rows = [
+        (f.key, *[f.partition_values.get(physical_name(field)) for field in fields]) for f in files
+    ]
+    partitions = snapshot.spark.createDataFrame(rows, schema=schema)
+    return data.join(F.broadcast(partitions), on=FILE_KEY, how="inner")
+
+
+def _partition_column(index: int, field: StructField) -> Column:
+    raw = F.col(f"_dcp_p{index}")
+    value = F.when(raw == F.lit(""), F.lit(None)).otherwise(raw)
+    return value.cast(logical_type(field.dataType)).alias(field.name)
+
+
+def _without_deleted_rows(
+    snapshot: Snapshot, data: DataFrame, files: Sequence[DataFile]
+) -> DataFrame:
+    """``data`` minus the rows deletion vectors remove (decoded in a server worker)."""
+    root = snapshot.table.table_root
+    rows = [_dv_input(f, root) for f in files if f.deletion_vector is not None]
+    if not rows:
+        return data
+    spark: SparkSession = snapshot.spark
+    descriptors = spark.createDataFrame(rows, schema=spark_schema(DV_INPUT_SCHEMA))
+    deleted = descriptors.mapInArrow(expand_deletion_vectors, spark_schema(DV_ROWS_SCHEMA))
+    deleted = deleted.select(F.col("file_key").alias(FILE_KEY), F.col("row_index").alias(ROW_INDEX))
+    # Decode once now, so a missing or corrupt DV is raised here as a DeltaError rather than
+    # later, from the user's action, as a bare Spark error (not cached: the server would keep
+    # every read's rows; DVs are small, decoding them twice is cheap).
+    collect(deleted.select(F.count(F.lit(1))))
+    return data.join(deleted, on=[FILE_KEY, ROW_INDEX], how="left_anti")
+
+
+def _dv_input(data_file: DataFile, table_root: str) -> tuple[Any, ...]:
+    dv = data_file.deletion_vector
+    assert dv is not None
+    inline = dv.path_or_inline_dv if dv.storage_type == STORAGE_INLINE else None
+    return (
+        data_file.key,
+        dv_location(dv, table_root),
+        inline,
+        dv.offset,
+        dv.size_in_bytes,
+        dv.cardinality,
+        table_root,
+    )
+
+
+def _output_columns(snapshot: Snapshot) -> list[Column]:
+    partition_index = {name: i for i, name in enumerate(snapshot.partition_columns)}
+    columns = []
+    for field in snapshot.schema.fields:
+        if field.name in partition_index:
+            columns.append(_partition_column(partition_index[field.name], field))
+        else:
+            target = logical_type(field.dataType)
+            columns.append(F.col(f"`{physical_name(field)}`").cast(target).alias(field.name))
+    return columns
+
+
+def predicate_column(predicate: Predicate) -> Column:
+    """The Spark condition of one predicate over the logical columns."""
+    column = F.col(f"`{predicate.column}`")
+    op, value = predicate.op, predicate.value
+    if op == "in":
+        return column.isin(list(value))
+    if op == "not in":
+        return ~column.isin(list(value))
+    literal = F.lit(value)
+    conditions = {
+        "=": column == literal,
+        "!=": column != literal,
+        "<": column < literal,
+        "<=": column <= literal,
+        ">": column > literal,
+        ">=": column >= literal,
+    }
+    return conditions[op]
+
+
+def snapshot_to_df(
+    snapshot: Snapshot, columns: list[str] | None = None, filter: Any = None
+) -> DataFrame:
+    """The table's rows at ``snapshot`` (lazy, apart from the file listing and DV decoding).
+
+    ``columns``: top-level column names to return (default: all, in schema order).
+    ``filter``: None, a ``(column, op, value)`` tuple or a list of them, ANDed; ``op`` is one of
+    ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in`` (e.g.
+    ``[("year", "=", 2024), ("id", ">", 10)]``). Files are pruned with it, rows filtered by it.
+    """
+    predicates = parse_filter(filter)
+    if columns is not None:
+        _check_columns(snapshot, columns, "columns")
+    files = select_files(snapshot, filter)
+    if not files:
+        frame = snapshot.spark.createDataFrame([], schema=logical_schema(snapshot))
+    else:
+        data = _read_parquet(snapshot, files)
+        data = _with_partition_values(snapshot, data, files)
+        data = _without_deleted_rows(snapshot, data, files)
+        frame = data.select(*_output_columns(snapshot))
+    for predicate in predicates:
+        frame = frame.where(predicate_column(predicate))
+    if columns is not None:
+        frame = frame.select(*[F.col(f"`{name}`") for name in columns])
+    return frame

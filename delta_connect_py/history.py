@@ -1,0 +1,152 @@
+"""A table's commit history as a DataFrame, like delta-spark's ``DESCRIBE HISTORY``.
+
+Responsibility: :func:`history` (``DeltaTable.history``): one row per retained commit, newest
+first, with delta-spark's history columns (:data:`HISTORY_COLUMNS`), read from the commits'
+``commitInfo`` actions by one JSON scan on the server.
+
+Invariants: ``timestamp`` is delta-spark's commit timestamp: the commit's ``inCommitTimestamp``
+for versions at or after the in-commit-timestamp enablement version (when the latest metadata
+enables it), else the commit file's modification time monotonized over the listed range (each
+time at least one millisecond after the previous commit's), as ``getHistory`` does; with
+``limit`` only the newest ``limit`` commits are listed, read and monotonized. A commit without
+``commitInfo`` still has a row (version and timestamp, other columns null). Non-string values
+in ``operationParameters`` / ``operationMetrics`` are kept as their JSON text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import pyspark.sql.connect.functions as F
+from pyspark.sql.types import (
+    BooleanType,
+    LongType,
+    MapType,
+    StringType,
+    StructField,
+    StructType,
+)
+
+from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
+from delta_connect_py.plans.spark import escape_glob
+from delta_connect_py.protocol import properties as props
+from delta_connect_py.protocol.filenames import LogFile, LogFileKind
+from delta_connect_py.protocol.timestamps import monotonize
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+    from delta_connect_py.protocol.segment import LogSegment
+    from delta_connect_py.table import DeltaTable
+
+_STRING_MAP = MapType(StringType(), StringType())
+_JOB = StructType(
+    [
+        StructField(name, StringType())
+        for name in ("jobId", "jobName", "jobRunId", "runId", "jobOwnerId", "triggerType")
+    ]
+)
+_NOTEBOOK = StructType([StructField("notebookId", StringType())])
+
+#: delta-spark's DESCRIBE HISTORY columns after ``version`` and ``timestamp``.
+COMMIT_INFO_FIELDS = StructType(
+    [
+        StructField("userId", StringType()),
+        StructField("userName", StringType()),
+        StructField("operation", StringType()),
+        StructField("operationParameters", _STRING_MAP),
+        StructField("job", _JOB),
+        StructField("notebook", _NOTEBOOK),
+        StructField("clusterId", StringType()),
+        StructField("readVersion", LongType()),
+        StructField("isolationLevel", StringType()),
+        StructField("isBlindAppend", BooleanType()),
+        StructField("operationMetrics", _STRING_MAP),
+        StructField("userMetadata", StringType()),
+        StructField("engineInfo", StringType()),
+    ]
+)
+HISTORY_COLUMNS = ("version", "timestamp", *COMMIT_INFO_FIELDS.fieldNames())
+_READ_SCHEMA = StructType(
+    [
+        StructField(
+            "commitInfo",
+            StructType([*COMMIT_INFO_FIELDS.fields, StructField("inCommitTimestamp", LongType())]),
+        )
+    ]
+)
+_VERSION_PATTERN = r"(\d+)\.json$"
+_COMMIT_NAME = re.compile(r"^\d+\.json$")
+
+
+def _commits_in_range(table: DeltaTable, limit: int | None) -> tuple[list[LogFile], int]:
+    listing = table.list_log()
+    latest = table.log_segment(None, listing)
+    commits = sorted(
+        (
+            f
+            for f in listing.files
+            if f.kind is LogFileKind.COMMIT
+            and f.version <= latest.version
+            and _COMMIT_NAME.match(f.name)
+        ),
+        key=lambda f: f.version,
+    )
+    if limit is not None:
+        commits = commits[-limit:] if limit > 0 else []
+    first_ict = _first_ict_version(table, latest)
+    return commits, first_ict
+
+
+def _first_ict_version(table: DeltaTable, latest: LogSegment) -> int:
+    """The first version whose timestamp is its ``inCommitTimestamp`` (huge when disabled)."""
+    pm = protocol_and_metadata(table.spark, latest, table.log_dir)
+    configuration = pm.metadata.configuration
+    if not props.in_commit_timestamps_enabled(configuration):
+        return 2**62
+    enablement = props.ict_enablement(configuration)
+    return enablement[0] if enablement else 0
+
+
+def _timestamp(first_ict: int) -> Column:
+    file_time = F.col("_file_time")
+    ict = F.col("commitInfo.inCommitTimestamp")
+    millis = F.when((F.col("version") >= F.lit(first_ict)) & ict.isNotNull(), ict).otherwise(
+        file_time
+    )
+    return F.timestamp_millis(millis).alias("timestamp")
+
+
+def history(table: DeltaTable, limit: int | None = None) -> DataFrame:
+    """commitInfo of the retained commits (the newest ``limit`` of them), newest first."""
+    if limit is not None and limit < 0:
+        raise ValueError(f"limit must be >= 0, got {limit}")
+    spark = table.spark
+    commits, first_ict = _commits_in_range(table, limit)
+    times = monotonize([f.modification_time for f in commits])
+    versions = spark.createDataFrame(
+        [(f.version, t) for f, t in zip(commits, times, strict=True)],
+        schema=StructType(
+            [StructField("version", LongType(), False), StructField("_file_time", LongType())]
+        ),
+    )
+    if not commits:
+        infos = spark.createDataFrame([], schema=_READ_SCHEMA).withColumn(
+            "version", F.lit(None).cast("long")
+        )
+    else:
+        infos = (
+            spark.read.schema(_READ_SCHEMA)
+            .option("mode", "FAILFAST")
+            .json([escape_glob(f.path) for f in commits])
+            .where(F.col("commitInfo").isNotNull())
+            .withColumn(
+                "version",
+                F.regexp_extract(F.col("_metadata.file_path"), _VERSION_PATTERN, 1).cast("long"),
+            )
+            .dropDuplicates(["version"])
+        )
+    joined = versions.join(infos, on="version", how="left")
+    columns = [F.col(f"commitInfo.{name}").alias(name) for name in COMMIT_INFO_FIELDS.fieldNames()]
+    return joined.select("version", _timestamp(first_ict), *columns).orderBy(F.desc("version"))

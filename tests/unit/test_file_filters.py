@@ -1,0 +1,75 @@
+"""Filter parsing, partition pruning and stats-based skipping decisions (pure)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from delta_connect_py.protocol.file_filters import (
+    ColumnStats,
+    Predicate,
+    parse_filter,
+    parse_partition_value,
+    partition_may_match,
+    stats_may_match,
+)
+
+
+def test_parse_filter_forms() -> None:
+    assert parse_filter(None) == ()
+    assert parse_filter(("a", "==", 1)) == (Predicate("a", "=", 1),)
+    assert parse_filter([("a", "IN", [1, 2])]) == (Predicate("a", "in", (1, 2)),)
+    bad: tuple[object, ...]
+    for bad in [("a", "~", 1), ("a", "=", None), ("a", "in", []), ("a", "in", "xy"), ("a", 1)]:
+        with pytest.raises(ValueError):
+            parse_filter([bad])
+
+
+def test_partition_values_parse_exactly_or_not_at_all() -> None:
+    assert parse_partition_value(None, "integer") == (True, None)
+    assert parse_partition_value("", "string") == (True, None)
+    assert parse_partition_value("2024-01-02", "date") == (True, dt.date(2024, 1, 2))
+    assert parse_partition_value("1.50", "decimal") == (True, Decimal("1.50"))
+    assert parse_partition_value("1_0", "integer")[0] is False
+    assert parse_partition_value("2024-01-01 00:00:00", "timestamp")[0] is False
+
+
+def test_partition_pruning() -> None:
+    eq = Predicate("p", "=", 3)
+    assert partition_may_match(eq, "3", "integer")
+    assert not partition_may_match(eq, "4", "integer")
+    assert not partition_may_match(eq, None, "integer")  # null = 3 is not true
+    assert not partition_may_match(Predicate("p", "!=", 3), None, "integer")
+    assert partition_may_match(Predicate("p", "=", "3"), "4", "integer")  # type mismatch: keep
+    assert partition_may_match(Predicate("p", "=", 1.0), "4", "double")  # floats: keep
+    assert not partition_may_match(Predicate("p", "not in", ("a", "b")), "a", "string")
+
+
+def test_stats_skipping() -> None:
+    stats = ColumnStats(num_records=10, null_count=0, min_value=5, max_value=9)
+    assert not stats_may_match(Predicate("c", "<", 5), stats, "long")
+    assert stats_may_match(Predicate("c", "<=", 5), stats, "long")
+    assert not stats_may_match(Predicate("c", ">", 9), stats, "long")
+    assert not stats_may_match(Predicate("c", "in", (1, 10)), stats, "long")
+    assert stats_may_match(Predicate("c", "in", (1, 7)), stats, "long")
+    assert stats_may_match(Predicate("c", "!=", 7), stats, "long")
+    all_null = ColumnStats(num_records=3, null_count=3, min_value=None, max_value=None)
+    assert not stats_may_match(Predicate("c", "=", 1), all_null, "long")
+    unknown = ColumnStats(num_records=None, null_count=None, min_value=None, max_value=None)
+    assert stats_may_match(Predicate("c", "=", 1), unknown, "long")
+
+
+def test_truncated_string_maximum_is_not_trusted() -> None:
+    long_max = "m" * 32
+    stats = ColumnStats(num_records=2, null_count=0, min_value="a", max_value=long_max)
+    assert stats_may_match(Predicate("s", ">", "m" * 40), stats, "string")
+    short = ColumnStats(num_records=2, null_count=0, min_value="a", max_value="b")
+    assert not stats_may_match(Predicate("s", ">", "c"), short, "string")
+
+
+def test_timestamps_are_never_skipped() -> None:
+    stats = ColumnStats(1, 0, "2024-01-01T00:00:00.000Z", "2024-01-01T00:00:00.000Z")
+    when = dt.datetime(2030, 1, 1)
+    assert stats_may_match(Predicate("t", ">", when), stats, "timestamp")
