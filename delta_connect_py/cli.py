@@ -59,8 +59,9 @@ def _show(args: argparse.Namespace) -> dict[str, Any]:
 
     table = DeltaTable.for_path(connect(args.remote), args.path)
     snapshot = table.snapshot(args.version)
-    rows = snapshot.to_df().limit(args.limit).collect()
-    return {"version": snapshot.version, "rows": [row.asDict(recursive=True) for row in rows]}
+    # Arrow, not Row objects: pyspark's Row conversion fails on maps with non-string keys.
+    rows = snapshot.to_df().limit(args.limit).toArrow().to_pylist()
+    return {"version": snapshot.version, "rows": rows}
 
 
 def _files(args: argparse.Namespace) -> dict[str, Any]:
