@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -125,41 +125,34 @@ def _file_key_column(file_path: Column) -> Column:
 # Schemas and column mapping
 
 
-def physical_type(data_type: DataType) -> DataType:
-    """``data_type`` with every nested field renamed to its physical name, metadata dropped."""
+def _renamed(data_type: DataType, name_of: Callable[[StructField], str]) -> DataType:
+    """``data_type`` with every nested struct field named by ``name_of``, metadata dropped."""
     if isinstance(data_type, StructType):
         return StructType(
             [
-                StructField(physical_name(f), physical_type(f.dataType), f.nullable)
+                StructField(name_of(f), _renamed(f.dataType, name_of), f.nullable)
                 for f in data_type.fields
             ]
         )
     if isinstance(data_type, ArrayType):
-        return ArrayType(physical_type(data_type.elementType), data_type.containsNull)
+        return ArrayType(_renamed(data_type.elementType, name_of), data_type.containsNull)
     if isinstance(data_type, MapType):
         return MapType(
-            physical_type(data_type.keyType),
-            physical_type(data_type.valueType),
+            _renamed(data_type.keyType, name_of),
+            _renamed(data_type.valueType, name_of),
             data_type.valueContainsNull,
         )
     return data_type
+
+
+def physical_type(data_type: DataType) -> DataType:
+    """``data_type`` with every nested field renamed to its physical name, metadata dropped."""
+    return _renamed(data_type, physical_name)
 
 
 def logical_type(data_type: DataType) -> DataType:
     """``data_type`` without field metadata (names unchanged)."""
-    if isinstance(data_type, StructType):
-        return StructType(
-            [StructField(f.name, logical_type(f.dataType), f.nullable) for f in data_type.fields]
-        )
-    if isinstance(data_type, ArrayType):
-        return ArrayType(logical_type(data_type.elementType), data_type.containsNull)
-    if isinstance(data_type, MapType):
-        return MapType(
-            logical_type(data_type.keyType),
-            logical_type(data_type.valueType),
-            data_type.valueContainsNull,
-        )
-    return data_type
+    return _renamed(data_type, lambda f: f.name)
 
 
 def physical_name(field: StructField) -> str:
