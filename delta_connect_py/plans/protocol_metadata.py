@@ -18,7 +18,7 @@ import pyspark.sql.connect.functions as F
 
 from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.plans.loading import (
-    COMMIT_VERSION_PATTERN,
+    commit_lines,
     conformed_state_rows,
     read_checkpoint_files,
 )
@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
     from delta_connect_py.protocol.filenames import LogFile
     from delta_connect_py.protocol.segment import LogSegment
+
+#: Every line that can hold protocol, metaData or the in-commit timestamp contains one of these.
+PM_SUBSTRINGS = ('"protocol"', '"metaData"', '"inCommitTimestamp"')
 
 PM_LINE_SCHEMA = spark_schema(
     pa.schema(
@@ -87,16 +90,12 @@ def _commit_pm_rows(spark: SparkSession, segment: LogSegment) -> DataFrame:
     Parsing every add's JSON (with its stats) is most of the cost of reading a log; the text
     filter is a cheap superset (a false positive is parsed and then dropped by the caller).
     """
-    source = F.col("_metadata.file_path")
-    lines = spark.read.text([escape_glob(f.path) for f in segment.commits]).select(
-        "value",
-        F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
-    )
+    lines = commit_lines(spark, segment.commits, PM_SUBSTRINGS)
     is_last = F.col(VERSION_COLUMN) == F.lit(segment.version)
     candidates = lines.where(
-        F.col("value").contains('"protocol"')
-        | F.col("value").contains('"metaData"')
-        | (is_last & F.col("value").contains('"inCommitTimestamp"'))
+        F.col("value").contains(PM_SUBSTRINGS[0])
+        | F.col("value").contains(PM_SUBSTRINGS[1])
+        | (is_last & F.col("value").contains(PM_SUBSTRINGS[2]))
     )
     action = F.from_json(F.col("value"), PM_LINE_SCHEMA)
     return candidates.select(

@@ -64,6 +64,13 @@ SPARK_ONLY_TABLES: dict[str, tuple[int, int]] = {
     "golden/canonicalized-paths-special-b/delta": (1, 0),
 }
 
+#: Delta-Spark unit-test tables whose DV files use a test-only name prefix (INDEX.md caveat): their
+#: logs replay, but no generic reader (delta-rs included) can open the DV payloads to compare.
+DV_PAYLOADS_UNRESOLVABLE = {
+    "golden/spark-table-with-dv-small/delta",
+    "golden/spark-table-with-dv-special-char/delta",
+}
+
 #: Deliberate differences from delta-rs 1.6.6, each a delta-rs deviation from delta-spark.
 DELTA_RS_DEVIATIONS: dict[str, str] = {}
 
@@ -88,6 +95,39 @@ def _our_live_files(snapshot: Any) -> dict[str, int]:
     return {unquote(row["path"]): row["size"] for row in rows}
 
 
+def _relative(path: str, table_root: str) -> str:
+    path = unquote(path)
+    for prefix in (f"file://{table_root}/", f"file:{table_root}/", f"{table_root}/"):
+        if path.startswith(prefix):
+            return path[len(prefix) :]
+    return path
+
+
+def _rs_deleted_rows(table: RsDeltaTable, table_root: str) -> dict[str, int]:
+    """Files with a deletion vector -> rows it deletes, as delta-rs reads them."""
+    import pyarrow as pa
+
+    vectors = pa.RecordBatchReader.from_stream(table.deletion_vectors()).read_all()
+    return {
+        _relative(path, table_root): selection.count(False)
+        for path, selection in zip(
+            vectors.column("filepath").to_pylist(),
+            vectors.column("selection_vector").to_pylist(),
+            strict=True,
+        )
+    }
+
+
+def _our_deleted_rows(snapshot: Any) -> dict[str, int]:
+    rows = (
+        snapshot.all_files()
+        .where("deletionVector IS NOT NULL")
+        .select("path", "deletionVector.cardinality")
+        .collect()
+    )
+    return {unquote(row["path"]): row["cardinality"] for row in rows}
+
+
 def _assert_matches_delta_rs(snapshot: Any, entry: dict[str, Any]) -> None:
     rs = RsDeltaTable(str(CONFORMANCE / entry["table_path"]))
     assert snapshot.version == rs.version()
@@ -106,6 +146,10 @@ def _assert_matches_delta_rs(snapshot: Any, entry: dict[str, Any]) -> None:
     assert snapshot.state.size_in_bytes == sum(theirs.values())
     for app_id, version in snapshot.transactions.items():
         assert rs.transaction_version(app_id) == version
+    has_dvs = "deletionVectors" in (rs_protocol.reader_features or ())
+    if has_dvs and entry["table_path"] not in DV_PAYLOADS_UNRESOLVABLE:
+        root = str(CONFORMANCE / entry["table_path"])
+        assert _our_deleted_rows(snapshot) == _rs_deleted_rows(rs, root)
 
 
 @pytest.mark.parametrize("entry", INDEX, ids=_table_ids(INDEX))

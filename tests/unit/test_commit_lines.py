@@ -1,0 +1,55 @@
+"""The worker that reads commit files many-per-task, without Spark."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pytest
+
+from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.worker.failures import WorkerFailure, decode_worker_failure
+from delta_connect_py.worker.log_files import CommitLinesRead, read_commit_lines
+
+
+def _batch(*pairs: tuple[int, str]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict(
+        {"version": [v for v, _ in pairs], "path": [p for _, p in pairs]},
+        schema=pa.schema([("version", pa.int64()), ("path", pa.string())]),
+    )
+
+
+def test_lines_carry_version_and_file_uri(tmp_path: Path) -> None:
+    log = tmp_path / "a b%25[x]" / "_delta_log"
+    log.mkdir(parents=True)
+    (log / "0.json").write_text('{"protocol":{}}\n\n{"metaData":{}}\n')
+    (log / "1.json").write_text('{"commitInfo":{}}\n{"add":{"path":"x"}}')
+    batch = _batch((0, f"file:{log}/0.json"), (1, f"file:{log}/1.json"))
+    rows = [
+        row for out in read_commit_lines(CommitLinesRead("t"), [batch]) for row in out.to_pylist()
+    ]
+    assert [(r["version"], r["value"]) for r in rows] == [
+        (0, '{"protocol":{}}'),
+        (0, '{"metaData":{}}'),
+        (1, '{"commitInfo":{}}'),
+        (1, '{"add":{"path":"x"}}'),
+    ]
+    assert rows[0]["_file"].startswith("file:///")
+    assert unquote(rows[0]["_file"]) == f"file://{log}/0.json"
+
+
+def test_only_containing_keeps_a_superset_of_matching_lines(tmp_path: Path) -> None:
+    (tmp_path / "0.json").write_text('{"protocol":{}}\n{"add":{"path":"x"}}\n')
+    request = CommitLinesRead("t", only_containing=('"protocol"',))
+    out = list(read_commit_lines(request, [_batch((0, f"file:{tmp_path}/0.json"))]))
+    assert [row["value"] for batch in out for row in batch.to_pylist()] == ['{"protocol":{}}']
+
+
+def test_a_vanished_commit_fails_with_the_file_named(tmp_path: Path) -> None:
+    missing = f"file:{tmp_path}/00000000000000000003.json"
+    with pytest.raises(WorkerFailure) as info:
+        list(read_commit_lines(CommitLinesRead("file:/t"), [_batch((3, missing))]))
+    error = decode_worker_failure(str(info.value))
+    assert isinstance(error, CorruptLogFileError)
+    assert missing in str(error)
