@@ -9,6 +9,7 @@ and transactions. Each deliberate difference from delta-rs is listed in DELTA_RS
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -97,9 +98,11 @@ def _our_live_files(snapshot: Any) -> dict[str, int]:
 
 def _relative(path: str, table_root: str) -> str:
     path = unquote(path)
-    for prefix in (f"file://{table_root}/", f"file:{table_root}/", f"{table_root}/"):
-        if path.startswith(prefix):
-            return path[len(prefix) :]
+    # delta-rs reports paths with symlinks resolved.
+    for root in (table_root, os.path.realpath(table_root)):
+        for prefix in (f"file://{root}/", f"file:{root}/", f"{root}/"):
+            if path.startswith(prefix):
+                return path[len(prefix) :]
     return path
 
 
