@@ -52,14 +52,30 @@ def spark_remote() -> Iterator[str]:
     try:
         yield server.remote
     finally:
+        _close_sessions_of(server.remote)
         server.stop()
 
 
+def _close_sessions_of(remote: str) -> None:
+    """Close every client session of ``remote`` before its server goes: server-side caches
+    still referenced at exit would otherwise be released against a dead server, with minutes
+    of retries."""
+    from delta_connect_py import session as sessions
+
+    for target, session in list(sessions._sessions.items()):
+        if target == remote:
+            session.stop()
+
+
 @pytest.fixture(scope="session")
-def spark(spark_remote: str) -> object:
+def spark(spark_remote: str) -> Iterator[object]:
     from delta_connect_py import connect
 
-    return connect(spark_remote)
+    session = connect(spark_remote)
+    yield session
+    # Closing the client first: a server-side cached state still referenced at exit would
+    # otherwise be released against a stopped server, with retries for minutes.
+    session.stop()
 
 
 @pytest.fixture

@@ -91,12 +91,25 @@ def materialize(df: DataFrame) -> DataFrame:
     """
     try:
         with session_conf(df.sparkSession, LOG_READ_CONF):
-            return df.localCheckpoint(eager=True)
+            return _bound_to(df.localCheckpoint(eager=True), df.sparkSession)
     except Exception as exc:
         translated = translate_server_error(exc)
         if translated is exc:
             raise
         raise translated from exc
+
+
+def _bound_to(checkpointed: DataFrame, session: SparkSession) -> DataFrame:
+    """``checkpointed`` tied to ``session``.
+
+    pyspark 4.1's Connect client attaches a checkpoint's result to ``SparkSession.active()``,
+    not to the session that made it: with two Connect sessions in one process the state would
+    be looked up (and released) on the wrong server.
+    """
+    if checkpointed.sparkSession is not session:
+        checkpointed._session = session
+        checkpointed._plan._spark_session = session  # type: ignore[attr-defined]
+    return checkpointed
 
 
 def conform(column: Column, actual: DataType, target: DataType) -> Column:

@@ -101,3 +101,31 @@ def test_connect_starts_the_embedded_server() -> None:
     finally:
         if _alive(probe["pid"]):
             os.killpg(probe["pid"], signal.SIGKILL)
+
+
+@pytest.mark.embedded
+def test_snapshot_state_stays_on_its_own_server(spark_remote: str) -> None:
+    """pyspark binds a checkpoint's result to the *active* session; ours must not follow it."""
+    from pyspark.sql.connect.session import SparkSession
+
+    from delta_connect_py import DeltaTable, connect
+    from delta_connect_py.embedded import EmbeddedServer
+    from tests.conftest import CONFORMANCE
+
+    other = EmbeddedServer(
+        worker_python=os.environ.get("DELTA_CONNECT_WORKER_PYTHON", sys.executable)
+    )
+    other.start()
+    try:
+        other_session = connect(other.remote)
+        # A session of its own (not connect()'s shared one), so it can be closed here.
+        main_session = SparkSession.builder.remote(spark_remote).create()
+        table = DeltaTable.for_path(main_session, str(CONFORMANCE / "delta-rs/simple_table/delta"))
+        snapshot = table.snapshot()
+        assert snapshot.state.num_of_files == snapshot.all_files().count() == 5
+        assert snapshot.state_df().sparkSession is main_session
+        del snapshot, table
+        main_session.stop()
+        other_session.stop()
+    finally:
+        other.stop()
