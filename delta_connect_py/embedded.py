@@ -182,6 +182,18 @@ class EmbeddedServer:
             f"{START_TIMEOUT_SECONDS:.0f} s. Log tail:\n{self.log_tail()}"
         )
 
+    def serve(self, label: str) -> int:
+        """Start, announce readiness, and run in the foreground until the server exits or
+        this process gets SIGTERM; the server is stopped either way."""
+        self.start()
+        print(f"{label} server ready at {self.remote} (log: {self.log_path})", flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:
+            assert self.process is not None
+            return self.process.wait()
+        finally:
+            self.stop()
+
     def log_tail(self, lines: int = 40) -> str:
         if self.log_path is None or not self.log_path.exists():
             return "(no log)"
@@ -205,14 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=15002)
     parser.add_argument("--worker-python", default=os.environ.get("PYSPARK_PYTHON", sys.executable))
     args = parser.parse_args(argv)
-    server = EmbeddedServer(port=args.port, worker_python=args.worker_python).start()
-    print(f"Spark Connect server ready at {server.remote} (log: {server.log_path})", flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        assert server.process is not None
-        return server.process.wait()
-    finally:
-        server.stop()
+    return EmbeddedServer(port=args.port, worker_python=args.worker_python).serve("Spark Connect")
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -110,15 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run a Spark Connect server with delta-spark.")
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
     args = parser.parse_args(argv)
-    server = delta_spark_server(args.port).start()
-    print(f"delta-spark Connect server ready at {server.remote} (log: {server.log_path})")
-    sys.stdout.flush()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    try:
-        assert server.process is not None
-        return server.process.wait()
-    finally:
-        server.stop()
+    return delta_spark_server(args.port).serve("delta-spark Connect")
 
 
 if __name__ == "__main__":
