@@ -2,45 +2,58 @@
 
 Responsibility: delta-spark's ``CDCReader.changesToDF`` (:func:`load_cdf`), its streaming
 source's ``getFileChangesForCDC`` (:func:`cdf_file_changes`) and micro-batch loop
-(:func:`stream_cdf`), built from the pure rules in :mod:`delta_connect_py.protocol.cdf`.
+(:func:`stream_cdf`), built from the pure rules in :mod:`delta_connect_py.protocol.cdf` and
+:mod:`delta_connect_py.protocol.schema_changes`.
 
 How rows are made: the file actions of the versions in range are collected once (one small job
 over the commit JSON: cdc/add/remove/commitInfo/metaData/protocol, stats dropped; metadata-sized,
 never table rows). Every data file named (cdc files, and add/remove files of versions without
-cdc files) is read by ONE ``spark.read.parquet`` over explicit paths with the table's data schema
-plus ``_change_type``; each row is tagged by a broadcast join on its decoded
+cdc files) is read by ONE ``spark.read.parquet`` over explicit paths with the read schema's
+physical columns (``delta.columnMapping.physicalName``; the names themselves without column
+mapping) plus ``_change_type``; each row is tagged by a broadcast join on its decoded
 ``_metadata.file_path`` with a small client-built frame of (file, change type, version,
 timestamp, partition values), so a file named by several versions yields its rows once per
 version. cdc files keep their own ``_change_type``; add files are ``insert``, removes
-``delete``. Partition values come from ``partitionValues`` cast to the schema's types.
+``delete``. Partition values come from ``partitionValues`` (keyed by physical name) cast to the
+schema's types; physical columns are renamed to logical ones last (``delta_connect_py.data``).
 
 Invariants:
-* result schema = table schema (of the range's last metadata) + ``_change_type string,
-  _commit_version long, _commit_timestamp timestamp``;
+* result schema = read schema (logical names, no field metadata) + ``_change_type string,
+  _commit_version long, _commit_timestamp timestamp``. The batch read schema is delta-spark's:
+  the end version's schema when column mapping is on at the start, end or latest version
+  (``endVersion`` mode), else the latest version's schema (``legacy`` mode);
+* a batch range whose metadata changes are not read-compatible with the read schema (a renamed
+  or dropped column, a type, nullability or partitioning change) raises
+  ``DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE`` (``..._DATA_SCHEMA`` when the start
+  version's own schema is the incompatible one), never wrong rows;
 * ``_commit_timestamp`` is the commit's ``inCommitTimestamp`` when it has one, else the commit
   file's modification time monotonized over versions ``start - 100 .. end`` (delta-spark's rule;
   delta-rs uses ``commitInfo.timestamp`` instead, so the two differ there);
-* every version in range has CDF enabled (start snapshot and every ``metaData`` in range), else
-  ``DELTA_MISSING_CHANGE_DATA``; every commit in range is present, else
-  ``DELTA_CHANGE_DATA_LOG_GAP``;
+* every version in a batch range has CDF enabled (start snapshot and every ``metaData`` in
+  range), else ``DELTA_MISSING_CHANGE_DATA``; the start version can be rebuilt (else the
+  snapshot's error) and every later commit in range is present, else
+  ``DELTA_MISSING_FILES_UNEXPECTED_VERSION`` (delta-spark's batch reader skips missing commits
+  silently; we refuse, as its streams do);
+* streams read each batch with the metadata in effect at the batch's start (delta-spark's
+  schema tracking): a commit whose metadata changes the schema, partitioning or ``delta.*``
+  configuration gets a ``METADATA_CHANGE_INDEX`` barrier that ends the batch, and the next
+  batch reads with the new metadata. Unlike delta-spark, the stream then goes on by itself (no
+  restart, no ``POST_METADATA_CHANGE_INDEX`` offset), and protocol-only changes make no barrier;
 * deletion vectors: an add (remove) with a DV contributes the rows outside its DV; a path both
   removed and added in one version with a DV on either side contributes only the difference
   (rows in the new DV but not the old as ``delete``, the reverse as ``insert``), like
   delta-spark's ``processDeletionVectorActions``. DVs are decoded on the server by
-  :mod:`delta_connect_py.worker.dv_rows` and applied with joins on ``_metadata.row_index``;
-* not supported (raise ``DELTA_CDF_UNSUPPORTED``, never wrong rows): column mapping.
+  :mod:`delta_connect_py.worker.dv_rows` and applied with joins on ``_metadata.row_index``.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
-from urllib.parse import unquote
 
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import (
@@ -52,14 +65,24 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from delta_connect_py.data import (
+    data_file_location,
+    file_key,
+    file_key_column,
+    logical_type,
+    physical_name,
+    physical_type,
+)
 from delta_connect_py.errors import (
     CdcStartVersionAfterLatestError,
-    ChangeDataLossError,
+    ChangeDataFeedIncompatibleDataSchemaError,
+    ChangeDataFeedIncompatibleSchemaChangeError,
+    DifferentDeltaTableReadByStreamingSourceError,
     InvalidCdcRangeError,
-    InvalidSourceOffsetError,
     MissingChangeDataError,
+    MissingFilesUnexpectedVersionError,
+    NoStartForCdcReadError,
     TimestampGreaterThanCommitError,
-    UnsupportedChangeDataError,
 )
 from delta_connect_py.plans.loading import read_commits
 from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
@@ -87,6 +110,10 @@ from delta_connect_py.protocol.deletion_vectors import (
 )
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind
+from delta_connect_py.protocol.schema_changes import (
+    batch_cdf_read_compatible,
+    changes_stream_metadata,
+)
 from delta_connect_py.protocol.timestamps import format_timestamp_ms, monotonize
 from delta_connect_py.snapshot import Snapshot, now_ms
 from delta_connect_py.worker.dv_rows import (
@@ -119,7 +146,6 @@ _ENTRY = "_cdf_entry"
 _ROW = "_cdf_row"
 _HAS_INCLUDE = "_cdf_has_include"
 _INCLUDED = "_cdf_included"
-_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
 _ACTION_COLUMNS = ("add", "remove", "cdc", "commitInfo", "metaData", "protocol")
 
 
@@ -137,15 +163,15 @@ def _commits_by_version(listing: LogListing) -> dict[int, LogFile]:
 def _require_commits(
     path: str, commits: Mapping[int, LogFile], start: int, end: int
 ) -> list[LogFile]:
-    """The commit files of ``start..end``; a missing one is a data-loss error."""
-    missing = [v for v in range(start, end + 1) if v not in commits]
-    if missing:
-        later = [v for v in commits if v > missing[-1]]
-        raise ChangeDataLossError(
+    """The commit files of ``start..end``; the first missing one is a data-loss error."""
+    missing = next((v for v in range(start, end + 1) if v not in commits), None)
+    if missing is not None:
+        seen = min((v for v in commits if v > missing), default=end + 1)
+        raise MissingFilesUnexpectedVersionError(
             path=path,
-            expected=start,
-            missing=_ranges(missing),
-            resume=min(later) if later else missing[-1] + 1,
+            expected_version=missing,
+            seen_version=seen,
+            missing=_ranges(range(missing, seen)),
         )
     return [commits[v] for v in range(start, end + 1)]
 
@@ -154,6 +180,16 @@ def _ranges(versions: Sequence[int]) -> str:
     if len(versions) <= 3:
         return ", ".join(map(str, versions))
     return f"{versions[0]}..{versions[-1]} ({len(versions)} versions)"
+
+
+def _commits_for_range(
+    table: DeltaTable, listing: LogListing, commits: Mapping[int, LogFile], start: int, end: int
+) -> list[LogFile]:
+    """The commits of ``start..end``. Like delta-spark, the start version must be one a
+    snapshot can be built at (else that snapshot's error, e.g. a truncated log)."""
+    if start not in commits:
+        table.log_segment(start, listing)
+    return _require_commits(table.table_root, commits, start, end)
 
 
 def _action_frame(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
@@ -233,26 +269,93 @@ def commit_timestamps_ms(
 # ----------------------------------------------------------------------------- checks
 
 
-def _check_metadata(path: str, metadata: Metadata, version: int, start: int, end: int) -> None:
-    if props.column_mapping_mode(metadata.configuration) != "none":
-        raise UnsupportedChangeDataError(
-            path=path, version=version, reason="column mapping is not supported for CDF yet"
-        )
+def _check_enabled(metadata: Metadata, version: int, start: int, end: int) -> None:
     if not props.change_data_feed_enabled(metadata.configuration):
         raise MissingChangeDataError(start=start, end=end, version=version)
 
 
-def _check_range(
-    path: str, start_metadata: Metadata, changes: Sequence[CommitChanges], start: int, end: int
-) -> Metadata:
-    """CDF enabled (and readable) for every version; returns the range's last metadata."""
-    _check_metadata(path, start_metadata, start, start, end)
+def _last_metadata(start_metadata: Metadata, changes: Sequence[CommitChanges]) -> Metadata:
     metadata = start_metadata
     for change in changes:
         if change.metadata is not None:
             metadata = Metadata.from_action(change.metadata)
-            _check_metadata(path, metadata, change.version, start, end)
     return metadata
+
+
+def _uses_column_mapping(*metadata: Metadata) -> bool:
+    return any(props.column_mapping_mode(m.configuration) != "none" for m in metadata)
+
+
+@dataclass(frozen=True)
+class _ReadSchema:
+    """The metadata whose schema a batch CDF read returns, and its version."""
+
+    metadata: Metadata
+    version: int
+
+
+def _read_schema(
+    table: DeltaTable,
+    listing: LogListing,
+    start_metadata: Metadata,
+    end_metadata: Metadata,
+    end: int,
+    latest: int,
+) -> _ReadSchema:
+    """delta-spark's batch CDF schema: the end version's with column mapping at the start, end or
+    latest version (``endVersion`` mode), else the latest version's (``legacy`` mode)."""
+    latest_metadata = (
+        end_metadata if end == latest else _snapshot_at(table, listing, latest).metadata
+    )
+    if _uses_column_mapping(start_metadata, end_metadata, latest_metadata):
+        return _ReadSchema(end_metadata, end)
+    return _ReadSchema(latest_metadata, latest)
+
+
+def _schema_error(
+    error: type[ChangeDataFeedIncompatibleSchemaChangeError]
+    | type[ChangeDataFeedIncompatibleDataSchemaError],
+    path: str,
+    window: tuple[int, int],
+    read: _ReadSchema,
+    version: int,
+) -> Exception:
+    return error(
+        path=path,
+        start=window[0],
+        end=window[1],
+        read_schema=read.metadata.schema_string,
+        read_version=read.version,
+        incompatible_version=version,
+    )
+
+
+def _check_batch_range(
+    path: str,
+    start_metadata: Metadata,
+    changes: Sequence[CommitChanges],
+    window: tuple[int, int],
+    read: _ReadSchema,
+) -> None:
+    """``changesToDF``'s checks, in its order: CDF enabled at the start and at every later
+    ``metaData``; each later ``metaData`` read-compatible with the read schema; finally the
+    start version's schema itself (delta-spark's ``checkBatchCdfReadSchemaIncompatibility``)."""
+    start, end = window
+    _check_enabled(start_metadata, start, start, end)
+    for change in changes:
+        if change.metadata is None:
+            continue
+        metadata = Metadata.from_action(change.metadata)
+        _check_enabled(metadata, change.version, start, end)
+        # A metaData at the start version is the schema the range starts from, not a change.
+        if change.version > start and not batch_cdf_read_compatible(
+            read.metadata, read.version, metadata, change.version
+        ):
+            raise _schema_error(
+                ChangeDataFeedIncompatibleSchemaChangeError, path, window, read, change.version
+            )
+    if not batch_cdf_read_compatible(read.metadata, read.version, start_metadata, start):
+        raise _schema_error(ChangeDataFeedIncompatibleDataSchemaError, path, window, read, start)
 
 
 # ----------------------------------------------------------------------------- rows
@@ -275,16 +378,6 @@ class _Entry:
     exclude_dv: Mapping[str, Any] | None = None
 
 
-def file_location(table_root: str, path: str) -> str:
-    """A log path (URI-encoded, usually relative) as the unescaped path Spark reads."""
-    decoded = unquote(path)
-    if _SCHEME.match(path):
-        return decoded
-    if path.startswith("/"):
-        return f"{table_root.split(':', 1)[0]}:{decoded}"
-    return f"{table_root.rstrip('/')}/{decoded}"
-
-
 def _entry(
     table_root: str,
     file: IndexedFile,
@@ -294,7 +387,7 @@ def _entry(
 ) -> _Entry:
     assert file.action is not None
     return _Entry(
-        location=file_location(table_root, str(file.action["path"])),
+        location=data_file_location(str(file.action["path"]), table_root),
         change_type=change_type,
         version=file.version,
         timestamp_ms=timestamps[file.version],
@@ -349,17 +442,17 @@ def _entries(
 
 
 def cdf_schema(schema: StructType) -> StructType:
-    """The table schema plus ``_change_type``, ``_commit_version`` and ``_commit_timestamp``."""
-    return StructType([*schema.fields, *CDF_COLUMNS])
+    """The table schema (logical names, no field metadata) plus ``_change_type``,
+    ``_commit_version`` and ``_commit_timestamp``."""
+    logical = logical_type(schema)
+    assert isinstance(logical, StructType)
+    return StructType([*logical.fields, *CDF_COLUMNS])
 
 
-def _decoded_file_path() -> Column:
-    # _metadata.file_path is URI-encoded ('%' -> %25, ' ' -> %20) but keeps '+' literal, which
-    # url_decode would turn into a space.
-    return F.url_decode(F.regexp_replace(F.col("_metadata.file_path"), r"\+", "%2B"))
-
-
-def _files_frame(spark: SparkSession, entries: Sequence[_Entry], partitions: Sequence[str]) -> Any:
+def _files_frame(
+    spark: SparkSession, entries: Sequence[_Entry], partition_keys: Sequence[str]
+) -> Any:
+    """One row per entry; ``partition_keys``: the physical names ``partitionValues`` uses."""
     fields = [
         StructField(_KEY, StringType()),
         StructField(_ENTRY, LongType()),
@@ -367,17 +460,17 @@ def _files_frame(spark: SparkSession, entries: Sequence[_Entry], partitions: Seq
         StructField(_TYPE, StringType()),
         StructField(COMMIT_VERSION, LongType()),
         StructField(_TS_MS, LongType()),
-        *[StructField(f"_cdf_p{i}", StringType()) for i in range(len(partitions))],
+        *[StructField(f"_cdf_p{i}", StringType()) for i in range(len(partition_keys))],
     ]
     rows = [
         (
-            e.location,
+            file_key(e.location),
             i,
             e.include_dv is not None,
             e.change_type,
             e.version,
             e.timestamp_ms,
-            *[e.partition_values.get(name) for name in partitions],
+            *[e.partition_values.get(key) for key in partition_keys],
         )
         for i, e in enumerate(entries)
     ]
@@ -432,43 +525,60 @@ def _apply_deletion_vectors(
     return rows
 
 
+def _parquet_schema(data_fields: Sequence[StructField]) -> StructType:
+    """The parquet read schema: physical names and types, plus the cdc files' own column."""
+    physical = [StructField(physical_name(f), physical_type(f.dataType), True) for f in data_fields]
+    return StructType([*physical, StructField(CHANGE_TYPE, StringType())])
+
+
+def _output_columns(schema: StructType, partitions: Sequence[str]) -> list[Column]:
+    """The schema's columns by logical name: partition values cast from their strings, data
+    columns renamed from their physical names (and cast to the logical nested names)."""
+    index = {name: i for i, name in enumerate(partitions)}
+    columns = []
+    for field in schema.fields:
+        target = logical_type(field.dataType)
+        if field.name in index:
+            raw = F.col(f"_cdf_p{index[field.name]}")
+            columns.append(F.nullif(raw, F.lit("")).cast(target).alias(field.name))
+        else:
+            columns.append(F.col(f"`{physical_name(field)}`").cast(target).alias(field.name))
+    return columns
+
+
 def changes_frame(
     spark: SparkSession,
-    schema: StructType,
-    partitions: Sequence[str],
+    metadata: Metadata,
     entries: Sequence[_Entry],
     table_root: str = "",
 ) -> DataFrame:
-    """The changed rows of ``entries`` (lazy): one parquet read joined with the file list."""
+    """The changed rows of ``entries`` read with ``metadata``'s schema (lazy): one parquet read
+    joined with the file list."""
+    schema = StructType.fromJson(metadata.schema_json)
     result_schema = cdf_schema(schema)
     if not entries:
         return spark.createDataFrame([], result_schema)
-    partition_set = set(partitions)
-    data_fields = [f for f in schema.fields if f.name not in partition_set]
-    read_schema = StructType([*data_fields, StructField(CHANGE_TYPE, StringType())])
+    partitions = metadata.partition_columns
+    by_name = {f.name: f for f in schema.fields}
+    data_fields = [f for f in schema.fields if f.name not in set(partitions)]
+    read_schema = _parquet_schema(data_fields)
     locations = sorted({e.location for e in entries})
     data = (
         spark.read.schema(read_schema)
         .parquet(*[escape_glob(location) for location in locations])
         .select(
-            *[F.col(f.name) for f in read_schema.fields],
-            _decoded_file_path().alias(_KEY),
+            *[F.col(f"`{f.name}`") for f in read_schema.fields],
+            file_key_column(F.col("_metadata.file_path")).alias(_KEY),
             F.col("_metadata.row_index").alias(_ROW),
         )
     )
-    files = _files_frame(spark, entries, partitions)
+    partition_keys = [physical_name(by_name[name]) for name in partitions]
+    files = _files_frame(spark, entries, partition_keys)
     joined = data.join(F.broadcast(files), on=_KEY)
     if any(e.include_dv is not None or e.exclude_dv is not None for e in entries):
         joined = _apply_deletion_vectors(spark, table_root, joined, entries)
-    index = {name: i for i, name in enumerate(partitions)}
-    columns = [
-        F.nullif(F.col(f"_cdf_p{index[f.name]}"), F.lit("")).cast(f.dataType).alias(f.name)
-        if f.name in partition_set
-        else F.col(f.name)
-        for f in schema.fields
-    ]
     return joined.select(
-        *columns,
+        *_output_columns(schema, partitions),
         F.coalesce(F.col(_TYPE), F.col(CHANGE_TYPE)).alias(CHANGE_TYPE),
         F.col(COMMIT_VERSION),
         F.timestamp_millis(F.col(_TS_MS)).alias(COMMIT_TIMESTAMP),
@@ -506,6 +616,9 @@ def _resolve_range(
         raise ValueError("give either starting_version or starting_timestamp, not both")
     if end_version is not None and end_ts is not None:
         raise ValueError("give either ending_version or ending_timestamp, not both")
+    if start_version is None and start_ts is None:
+        # delta-spark's batch reader has no default start (readChangeFeed without one fails).
+        raise NoStartForCdcReadError(path=table.table_root)
     start = 0 if start_version is None else start_version
     end = latest if end_version is None else min(end_version, latest)
     if start_ts is not None or end_ts is not None:
@@ -539,10 +652,12 @@ def load_cdf(
     ending_timestamp: datetime | str | None = None,
     allow_out_of_range: bool = False,
 ) -> DataFrame:
-    """Changed rows of versions ``[start, end]`` (start defaults to 0, end to the latest).
+    """Changed rows of versions ``[start, end]`` (end defaults to the latest version).
 
-    Runs small Spark jobs now (listing, the start snapshot's P&M, one collect of the range's file
-    actions); the returned DataFrame reads the data files lazily.
+    A start (version or timestamp) is required, as in delta-spark (``DELTA_NO_START_FOR_CDC_READ``
+    otherwise). Runs small Spark jobs now (listing, the start snapshot's P&M, one collect of the
+    range's file actions; the latest P&M when ``end`` is before it); the returned DataFrame reads
+    the data files lazily.
     """
     listing = table.list_log()
     latest = table.log_segment(None, listing).version
@@ -559,19 +674,21 @@ def load_cdf(
             raise CdcStartVersionAfterLatestError(
                 start=window.start, latest=latest, path=table.table_root
             )
-        return changes_frame(table.spark, _snapshot_at(table, listing, latest).schema, (), [])
+        return changes_frame(table.spark, _snapshot_at(table, listing, latest).metadata, [])
     if window.end < window.start:
         raise InvalidCdcRangeError(start=window.start, end=window.end)
     commits = _commits_by_version(listing)
-    files = _require_commits(table.table_root, commits, window.start, window.end)
+    files = _commits_for_range(table, listing, commits, window.start, window.end)
     changes = read_commit_changes(table.spark, files)
     start_metadata = _metadata_at(table, listing, changes[0])
-    metadata = _check_range(table.table_root, start_metadata, changes, window.start, window.end)
+    end_metadata = _last_metadata(start_metadata, changes)
+    read = _read_schema(table, listing, start_metadata, end_metadata, window.end, latest)
+    bounds = (window.start, window.end)
+    _check_batch_range(table.table_root, start_metadata, changes, bounds, read)
     timestamps = commit_timestamps_ms(commits, changes, window.start, window.end)
     indexed = [f for change in changes for f in index_commit(change)]
-    schema = StructType.fromJson(metadata.schema_json)
     entries = _entries(table.table_root, indexed, timestamps)
-    return changes_frame(table.spark, schema, metadata.partition_columns, entries, table.table_root)
+    return changes_frame(table.spark, read.metadata, entries, table.table_root)
 
 
 # ----------------------------------------------------------------------------- streaming
@@ -582,6 +699,8 @@ class FileChanges:
     """``getFileChangesForCDC``'s files plus what is needed to turn them into rows."""
 
     files: list[IndexedFile]
+    #: The metadata every file here is read with: the one in effect at ``from_version`` (a
+    #: metadata change after it ends the files with a schema-change barrier).
     metadata: Metadata | None
     timestamps: dict[int, int]
     reservoir_id: str
@@ -640,17 +759,31 @@ def _file_changes(
         if snapshot is not None
         else _metadata_at(table, listing, changes[0], known or {})
     )
-    metadata = _check_range(table.table_root, start_metadata, changes, from_version, last)
+    # Streams check only the batch's start version (delta-spark passes no metaData actions to
+    # changesToDF when streaming); a later change to CDF is a barrier, so the batch after it
+    # starts at that version and is checked then.
+    _check_enabled(start_metadata, from_version, from_version, last)
     timestamps = commit_timestamps_ms(commits, changes, from_version, last)
     versions: list[VersionFiles] = []
     if snapshot is not None:
         snapshot_files = index_snapshot(from_version, _snapshot_files(snapshot))
         versions.append(VersionFiles(from_version, snapshot_files, initial_snapshot=True))
         timestamps.setdefault(from_version, snapshot.timestamp_ms)
-    versions.extend(VersionFiles(c.version, index_commit(c)) for c in changes)
+    versions.extend(
+        VersionFiles(c.version, index_commit(c, schema_change=_is_schema_change(c, start_metadata)))
+        for c in changes
+    )
     selected = file_changes(versions, from_version, from_index, limits, end_offset)
     by_version = _metadata_by_version(from_version, start_metadata, changes)
-    return FileChanges(selected, metadata, timestamps, start_metadata.id, by_version)
+    return FileChanges(selected, start_metadata, timestamps, start_metadata.id, by_version)
+
+
+def _is_schema_change(change: CommitChanges, stream_metadata: Metadata) -> bool:
+    """Whether ``change`` gets a barrier: a ``metaData`` that changes what the stream reads
+    (the metadata at the stream's version already includes that version's own action)."""
+    if change.metadata is None:
+        return False
+    return changes_stream_metadata(Metadata.from_action(change.metadata), stream_metadata)
 
 
 def cdf_file_changes(
@@ -664,7 +797,9 @@ def cdf_file_changes(
     end_offset: DeltaSourceOffset | str | None = None,
 ) -> FileChanges:
     """delta-spark's ``getFileChangesForCDC``: indexed file actions (with BASE/END sentinels)
-    strictly after ``(from_version, from_index)``, up to ``end_offset``, within the limits.
+    strictly after ``(from_version, from_index)``, up to ``end_offset``, within the limits, and
+    up to the first schema-change barrier (``METADATA_CHANGE_INDEX``, included): a later commit
+    whose metadata differs from the metadata at ``from_version``.
 
     No limits when both ``max_files`` and ``max_bytes`` are None. Runs small Spark jobs (listing,
     P&M, one collect of file actions; plus the snapshot's files when ``is_starting_version``).
@@ -686,10 +821,11 @@ def _starting_offset(
     if offset is not None:
         parsed = DeltaSourceOffset.from_json(offset) if isinstance(offset, str) else offset
         if parsed.reservoir_id != latest.metadata.id:
-            raise InvalidSourceOffsetError(
+            raise DifferentDeltaTableReadByStreamingSourceError(
+                path=table.table_root,
+                new_table_id=latest.metadata.id,
+                old_table_id=parsed.reservoir_id,
                 offset=parsed.to_json(),
-                reason=f"it belongs to table id {parsed.reservoir_id}, but {table.table_root} "
-                f"has id {latest.metadata.id}",
             )
         return parsed
     if starting_version is None:
@@ -700,11 +836,8 @@ def _starting_offset(
 def batch_frame(table: DeltaTable, changes: FileChanges) -> DataFrame:
     """The changed rows of one micro-batch's admitted files (lazy)."""
     assert changes.metadata is not None, "a batch with files always has metadata"
-    schema = StructType.fromJson(changes.metadata.schema_json)
     entries = _entries(table.table_root, changes.files, changes.timestamps)
-    return changes_frame(
-        table.spark, schema, changes.metadata.partition_columns, entries, table.table_root
-    )
+    return changes_frame(table.spark, changes.metadata, entries, table.table_root)
 
 
 def stream_cdf(
@@ -722,6 +855,11 @@ def stream_cdf(
     Without ``offset`` or ``starting_version`` the stream starts with the latest snapshot as
     inserts; ``offset`` (a yielded offset, or its JSON) resumes strictly after it. When caught
     up, it polls every ``poll_seconds`` (or returns if ``stop_when_caught_up``).
+
+    Each batch has the schema in effect at its first version: a commit that changes the schema,
+    partitioning or ``delta.*`` configuration ends the batch before it (the batch's offset then
+    has index ``METADATA_CHANGE_INDEX``, serialized with sourceVersion 3), and the following
+    batches have the new schema.
     """
     previous = _starting_offset(table, starting_version, offset)
     known: dict[int, Metadata] = {}

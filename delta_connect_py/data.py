@@ -115,7 +115,7 @@ def file_key(location: str) -> str:
     return location
 
 
-def _file_key_column(file_path: Column) -> Column:
+def file_key_column(file_path: Column) -> Column:
     """:func:`file_key` of Spark's ``_metadata.file_path`` (a URI string), computed in Spark."""
     decoded = F.url_decode(F.replace(file_path, F.lit("+"), F.lit("%2B")))
     return F.regexp_replace(decoded, r"^file:/+", "file:/")
@@ -287,7 +287,7 @@ def _read_parquet(snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
         raise _missing_file_error(exc, snapshot, files) from exc
     return frame.select(
         "*",
-        _file_key_column(F.col("_metadata.file_path")).alias(FILE_KEY),
+        file_key_column(F.col("_metadata.file_path")).alias(FILE_KEY),
         F.col("_metadata.row_index").alias(ROW_INDEX),
     )
 

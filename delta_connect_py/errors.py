@@ -233,27 +233,97 @@ class InvalidCdcRangeError(DeltaError):
 class CdcStartVersionAfterLatestError(DeltaError):
     error_class = "DELTA_CDC_START_VERSION_AFTER_LATEST"
     template = (
-        "Provided Start version({start}) for reading change data of {path} is invalid. Start "
-        "version cannot be greater than the latest version of the table({latest}). Pass "
-        "allow_out_of_range=True to get an empty result instead."
+        "Start version {start} for change data feed exceeds the latest table version {latest} "
+        "of {path}. Start at or before version {latest}, or pass allow_out_of_range=True to get "
+        "an empty result instead."
     )
 
 
-class ChangeDataLossError(DeltaError):
-    error_class = "DELTA_CHANGE_DATA_LOG_GAP"
+class NoStartForCdcReadError(DeltaError):
+    error_class = "DELTA_NO_START_FOR_CDC_READ"
     template = (
-        "Cannot read the change data of {path} from version {expected}: the commit files of "
-        "versions {missing} are missing from the _delta_log (deleted by log cleanup or by hand)"
-        ". Change data can only be read for versions whose commits are all retained; start at "
-        "or after version {resume}."
+        "No startingVersion or startingTimestamp provided for CDC read of {path}. Pass "
+        "starting_version (0 reads the whole recorded history) or starting_timestamp."
     )
 
 
-class UnsupportedChangeDataError(DeltaError):
-    error_class = "DELTA_CDF_UNSUPPORTED"
-    template = "Cannot read the change data feed of {path} at version {version}: {reason}"
+class MissingFilesUnexpectedVersionError(DeltaError):
+    """A commit the change feed needs is gone (delta-spark: a stream with failOnDataLoss)."""
+
+    error_class = "DELTA_MISSING_FILES_UNEXPECTED_VERSION"
+    template = (
+        "Change data of {path} cannot be read from version {expected_version}: the transaction "
+        "log continues at version {seen_version} (the commit files of versions {missing} were "
+        "deleted by log retention or by hand), so the changes of those versions are lost. "
+        "Start at or after version {seen_version}, and consider increasing "
+        "delta.logRetentionDuration."
+    )
+
+
+class ChangeDataFeedSchemaError(DeltaError):
+    """The range of a batch CDF read crosses a schema change its read schema cannot cover."""
+
+    error_class = "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE"
+
+
+class ChangeDataFeedIncompatibleSchemaChangeError(ChangeDataFeedSchemaError):
+    error_class = "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_SCHEMA_CHANGE"
+    template = (
+        "Retrieving table changes of {path} between version {start} and {end} failed because of "
+        "an incompatible schema change. Your read schema is {read_schema} at version "
+        "{read_version}, but we found an incompatible schema change (a renamed or dropped "
+        "column, a type or partitioning change) at version {incompatible_version}. If possible, "
+        "please query table changes separately from version {start} to "
+        "{incompatible_version} - 1, and from version {incompatible_version} to {end}."
+    )
+
+
+class ChangeDataFeedIncompatibleDataSchemaError(ChangeDataFeedSchemaError):
+    error_class = "DELTA_CHANGE_DATA_FEED_INCOMPATIBLE_DATA_SCHEMA"
+    template = (
+        "Retrieving table changes of {path} between version {start} and {end} failed because of "
+        "an incompatible data schema. Your read schema is {read_schema} at version "
+        "{read_version}, but we found an incompatible data schema at version "
+        "{incompatible_version}. Read the changes from a later starting version, or up to a "
+        "version before the schema change."
+    )
+
+
+#: The name this error had while column-mapped CDF was refused; kept so older callers import.
+UnsupportedChangeDataError = ChangeDataFeedSchemaError
 
 
 class InvalidSourceOffsetError(DeltaError):
-    error_class = "DELTA_INVALID_SOURCE_OFFSET"
-    template = "Cannot read the streaming offset {offset}: {reason}"
+    """A streaming offset that cannot be parsed (root of the offset errors)."""
+
+    error_class = "DELTA_INVALID_SOURCE_OFFSET_FORMAT"
+    template = (
+        "The stored source offset format is invalid: {offset} ({reason}). Pass an offset "
+        "yielded by stream_cdf, or its to_json() text, unchanged."
+    )
+
+
+class InvalidSourceVersionError(InvalidSourceOffsetError):
+    error_class = "DELTA_INVALID_SOURCE_VERSION"
+    template = (
+        "sourceVersion({version}) is invalid in the streaming offset {offset}: 1 and 3 are the "
+        "versions delta-spark writes. Pass an offset yielded by stream_cdf."
+    )
+
+
+class InvalidFormatFromSourceVersionError(InvalidSourceOffsetError):
+    error_class = "DELTA_INVALID_FORMAT_FROM_SOURCE_VERSION"
+    template = (
+        "Unsupported format. Expected version should be smaller than or equal to {expected} but "
+        "was {version} in the streaming offset {offset}. Please upgrade to a newer release."
+    )
+
+
+class DifferentDeltaTableReadByStreamingSourceError(DeltaError):
+    error_class = "DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE"
+    template = (
+        "The stream was reading from an unexpected Delta table {path} (id = '{new_table_id}'). "
+        "Its offset {offset} belongs to another Delta table (id = '{old_table_id}'). This may "
+        "happen when the table was deleted and re-created: start the stream from scratch (no "
+        "offset) or pass an offset of this table."
+    )

@@ -5,11 +5,13 @@ Responsibility: the pure parts of delta-spark's CDF reader and streaming source 
 * :func:`filter_cdc_actions` (``filterCDCActions``): a version's cdc files if it has any, else
   its ``dataChange`` add/remove actions; a no-op MERGE marks its file actions skipped;
 * :func:`index_commit` / :func:`index_snapshot`: indexed files with BASE/END sentinels (a
-  snapshot's files ordered by ``(modificationTime, path)``, ``dataChange`` forced true);
+  snapshot's files ordered by ``(modificationTime, path)``, ``dataChange`` forced true) and, for
+  a commit whose metadata changes what a stream reads, the ``METADATA_CHANGE_INDEX`` barrier;
 * :class:`AdmissionLimits` (soft ``maxFiles``/``maxBytes``), :func:`filter_version` and
   :func:`file_changes` (``getFileChangesForCDC``: resume strictly after ``(version, index)``, stop
   at an end offset, a commit's cdc files and DV add/remove pairs all-or-nothing, the first
-  commit of a batch always admitted whole);
+  commit of a batch always admitted whole; a batch ends at, and includes, the first
+  schema-change barrier, so it never spans a schema change);
 * :class:`DeltaSourceOffset` and its JSON form, and :func:`next_offset`
   (``buildOffsetFromIndexedFile``).
 
@@ -27,7 +29,11 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from delta_connect_py.errors import InvalidSourceOffsetError
+from delta_connect_py.errors import (
+    InvalidFormatFromSourceVersionError,
+    InvalidSourceOffsetError,
+    InvalidSourceVersionError,
+)
 
 BASE_INDEX = -100
 METADATA_CHANGE_INDEX = -20
@@ -96,11 +102,13 @@ class DeltaSourceOffset:
             offset = (data["reservoirId"], int(data["reservoirVersion"]))
             starting = bool(data.get("isStartingVersion", data.get("isInitialSnapshot", False)))
         except (ValueError, KeyError, TypeError) as exc:
-            raise InvalidSourceOffsetError(offset=text, reason=f"malformed ({exc})") from exc
-        if source_version not in (SOURCE_VERSION_V1, SOURCE_VERSION_V3):
-            raise InvalidSourceOffsetError(
-                offset=text, reason=f"unsupported sourceVersion {source_version} (1 or 3 expected)"
+            raise InvalidSourceOffsetError(offset=text, reason=f"malformed: {exc}") from exc
+        if source_version > SOURCE_VERSION_V3:
+            raise InvalidFormatFromSourceVersionError(
+                offset=text, version=source_version, expected=SOURCE_VERSION_V3
             )
+        if source_version not in (SOURCE_VERSION_V1, SOURCE_VERSION_V3):
+            raise InvalidSourceVersionError(offset=text, version=source_version)
         if index == LEGACY_BASE_INDEX:
             index = BASE_INDEX
         return cls(str(offset[0]), offset[1], index, starting)
@@ -129,6 +137,14 @@ class IndexedFile:
     @property
     def is_sentinel(self) -> bool:
         return self.action is None
+
+    @property
+    def is_schema_change(self) -> bool:
+        """A schema-change barrier: no batch reads past it with the schema before it."""
+        return self.action is None and self.index in (
+            METADATA_CHANGE_INDEX,
+            POST_METADATA_CHANGE_INDEX,
+        )
 
     @property
     def size(self) -> int:
@@ -209,14 +225,19 @@ def filter_cdc_actions(version: int, lines: Iterable[Mapping[str, Any]]) -> Comm
     )
 
 
-def index_commit(changes: CommitChanges) -> list[IndexedFile]:
-    """``[BASE] ++ files.zipWithIndex ++ [END]``; indices are assigned before skipping."""
+def index_commit(changes: CommitChanges, *, schema_change: bool = False) -> list[IndexedFile]:
+    """``[BASE] ++ [METADATA_CHANGE if schema_change] ++ files.zipWithIndex ++ [END]``.
+
+    Indices are assigned before skipping. ``schema_change``: the commit's metadata changes what
+    the stream reads (see :func:`delta_connect_py.protocol.schema_changes.changes_stream_metadata`).
+    """
     v = changes.version
     files = [
         IndexedFile(v, i, kind, action, should_skip=changes.should_skip)
         for i, (kind, action) in enumerate(changes.files)
     ]
-    return [IndexedFile(v, BASE_INDEX), *files, IndexedFile(v, END_INDEX)]
+    barrier = [IndexedFile(v, METADATA_CHANGE_INDEX)] if schema_change else []
+    return [IndexedFile(v, BASE_INDEX), *barrier, *files, IndexedFile(v, END_INDEX)]
 
 
 def _snapshot_order(add: Mapping[str, Any]) -> tuple[int, str]:
@@ -341,12 +362,16 @@ def filter_version(
     limits: AdmissionLimits | None,
     end: DeltaSourceOffset | None,
 ) -> list[IndexedFile]:
-    """``IndexedChangeFileSeq.filterFiles`` for one version."""
+    """``IndexedChangeFileSeq.filterFiles`` for one version (a schema-change barrier, when the
+    version has a valid one, is all a limited read takes of it)."""
     valid = [f for f in version_files.files if is_valid_file(f, from_version, from_index, end)]
     if limits is None:
         return valid
     if version_files.initial_snapshot:
         return list(_take_while(valid, limits))
+    barrier = next((f for f in valid if f.is_schema_change), None)
+    if barrier is not None:
+        return [barrier]
     all_or_nothing = any(f.kind == "cdc" or f.has_deletion_vector for f in valid)
     if all_or_nothing:
         return valid if limits.admit_all(valid) else []
@@ -360,14 +385,18 @@ def file_changes(
     limits: AdmissionLimits | None = None,
     end: DeltaSourceOffset | None = None,
 ) -> list[IndexedFile]:
-    """``getFileChangesForCDC`` flattened: stop when capacity is spent or past ``end``."""
+    """``getFileChangesForCDC`` flattened: stop when capacity is spent, past ``end``, or at a
+    schema-change barrier (included: ``stopIndexedFileIteratorAtSchemaChangeBarrier``)."""
     result: list[IndexedFile] = []
     for version_files in versions:
         if limits is not None and not limits.has_capacity:
             break
         if end is not None and version_files.version > end.reservoir_version:
             break
-        result.extend(filter_version(version_files, from_version, from_index, limits, end))
+        for file in filter_version(version_files, from_version, from_index, limits, end):
+            result.append(file)
+            if file.is_schema_change:
+                return result
     return result
 
 

@@ -6,8 +6,11 @@ of deleted row indexes of its data file, written from PROTOCOL.md ("Deletion Vec
 worker: Z85 decoding, where a descriptor's bytes live (:func:`dv_location`), the DV file framing
 (:func:`unframe`) and the bitmap formats (:func:`deserialize_bitmap_array`).
 
-Invariants: decoding never guesses (one tolerance: a Z85 group above 2**32 - 1 wraps, as in the
-JVM's 32-bit decoder; the bitmap checks below still apply); a wrong magic number, a bad
+Invariants: decoding never guesses, and Z85 decodes exactly as delta-spark's
+``Codec.Base85Codec.decodeBlocks``: a group above 2**32 - 1 keeps its low 32 bits (delta-spark
+sums the group in a Long and writes ``sum.toInt``; delta-rs decodes such a group differently, so
+the two disagree on e.g. ``kernel/cdf-table-with-dv``); the bitmap checks below still apply. A
+wrong magic number, a bad
 checksum, a truncated payload, a container header that does not fit, or a cardinality different
 from the descriptor's raises
 :class:`DeletionVectorFormatError`. Row indexes come out ascending and distinct (64-bit values:
@@ -58,8 +61,9 @@ def z85_decode(text: str) -> bytes:
             if digit is None:
                 raise DeletionVectorFormatError(f"invalid Z85 character {character!r}")
             value = value * 85 + digit
-        # A group above 2**32 - 1 wraps, as in a 32-bit decoder (the JVM's): some writers
-        # emit such a group for the zero padding of a final partial block.
+        # A group above 2**32 - 1 keeps its low 32 bits: delta-spark's decoder (the reference)
+        # computes the group as a Long and stores `sum.toInt`. Some writers emit such a group
+        # for the zero padding of a final partial block.
         out += (value & 0xFFFFFFFF).to_bytes(4, "big")
     return bytes(out)
 

@@ -4,6 +4,11 @@ delta-rs (``deltalake``) is the oracle for every column except ``_commit_timesta
 takes it from ``commitInfo.timestamp`` (or the in-commit timestamp), delta-spark and we from the
 in-commit timestamp, else the commit file's monotonized modification time. On the in-commit
 timestamp table the two agree, so there it is compared too.
+
+Where delta-rs cannot be the oracle (column-mapped CDF, which it refuses; the inline DV of
+``kernel/cdf-table-with-dv``, which it decodes differently), the expected rows and error classes
+below are delta-spark 4.3.1's (``readChangeFeed`` on pyspark 4.1, run by hand on the same
+tables: the conformance copies and the hand-written ``column_mapped`` history).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable as RsDeltaTable
 from deltalake import write_deltalake
@@ -30,15 +36,24 @@ from delta_connect_py import DeltaTable
 from delta_connect_py.cli import main
 from delta_connect_py.errors import (
     CdcStartVersionAfterLatestError,
-    ChangeDataLossError,
+    ChangeDataFeedIncompatibleDataSchemaError,
+    ChangeDataFeedIncompatibleSchemaChangeError,
+    DifferentDeltaTableReadByStreamingSourceError,
     InvalidCdcRangeError,
     MissingChangeDataError,
-    UnsupportedChangeDataError,
+    MissingFilesUnexpectedVersionError,
+    NoStartForCdcReadError,
 )
-from delta_connect_py.protocol.cdf import BASE_INDEX, DeltaSourceOffset, next_offset
+from delta_connect_py.protocol.cdf import (
+    BASE_INDEX,
+    METADATA_CHANGE_INDEX,
+    DeltaSourceOffset,
+    next_offset,
+)
 from delta_connect_py.protocol.filenames import commit_name
 
 CDF_ON = {"delta.enableChangeDataFeed": "true"}
+CDF_NAMES = ["_change_type", "_commit_version", "_commit_timestamp"]
 T0 = 1_700_000_000  # seconds
 
 
@@ -113,6 +128,131 @@ def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _write_history(tmp_path_factory.mktemp("cdf") / "rs t+%")
 
 
+# ---------------------------------------------------------------------------- column mapping
+
+_CM_IDS = {"id": ("col-id", 1), "name": ("col-name", 2), "part": ("col-part", 3)}
+_CM_PHYSICAL = {"id": pa.int64(), "name": pa.string()}
+
+
+def _cm_schema(names: dict[str, str]) -> str:
+    """The schema with ``names`` (physical -> logical) for the columns still present."""
+    types = {"col-id": "long", "col-name": "string", "col-part": "string"}
+    ids = {physical: column_id for physical, column_id in _CM_IDS.values()}
+    fields = [
+        {
+            "name": logical,
+            "type": types[physical],
+            "nullable": True,
+            "metadata": {
+                "delta.columnMapping.id": ids[physical],
+                "delta.columnMapping.physicalName": physical,
+            },
+        }
+        for physical, logical in names.items()
+    ]
+    return json.dumps({"type": "struct", "fields": fields})
+
+
+def _cm_metadata(names: dict[str, str]) -> dict[str, Any]:
+    return {
+        "metaData": {
+            "id": "cm-table",
+            "format": {"provider": "parquet", "options": {}},
+            "schemaString": _cm_schema(names),
+            "partitionColumns": [names["col-part"]],
+            "configuration": {
+                "delta.columnMapping.mode": "name",
+                "delta.columnMapping.maxColumnId": "3",
+                **CDF_ON,
+            },
+            "createdTime": T0 * 1000,
+        }
+    }
+
+
+def _cm_file(root: Path, name: str, rows: list[tuple[int, str]], change: list[str] | None) -> int:
+    """A parquet file with physical column names (and ``_change_type`` for cdc files)."""
+    columns: dict[str, pa.Array] = {
+        "col-id": pa.array([r[0] for r in rows], pa.int64()),
+        "col-name": pa.array([r[1] for r in rows], pa.string()),
+    }
+    if change is not None:
+        columns["_change_type"] = pa.array(change, pa.string())
+    target = root / name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table(columns), target)
+    return target.stat().st_size
+
+
+def _cm_add(root: Path, name: str, part: str, rows: list[tuple[int, str]]) -> dict[str, Any]:
+    size = _cm_file(root, name, rows, None)
+    return {
+        "add": {
+            "path": name,
+            "partitionValues": {"col-part": part},
+            "size": size,
+            "modificationTime": T0 * 1000,
+            "dataChange": True,
+        }
+    }
+
+
+def _commit(root: Path, version: int, operation: str, *actions: dict[str, Any]) -> None:
+    info = {"commitInfo": {"timestamp": (T0 + version) * 1000, "operation": operation}}
+    lines = [json.dumps(action) for action in (info, *actions)]
+    (root / "_delta_log" / commit_name(version)).write_text("\n".join(lines) + "\n")
+
+
+def _write_column_mapped_history(root: Path) -> Path:
+    """A name-mode column-mapped CDF table, written by hand (delta-rs cannot write one):
+    v0 create (partitioned by ``part``) + insert, v1 insert, v2 update (cdc files), v3 RENAME
+    name -> label, v4 insert, v5 RENAME label -> title."""
+    (root / "_delta_log").mkdir(parents=True)
+    names = {"col-id": "id", "col-name": "name", "col-part": "part"}
+    protocol = {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}
+    rows_x = [(1, "a"), (2, "b")]
+    _commit(
+        root, 0, "WRITE", protocol, _cm_metadata(names), _cm_add(root, "f0.parquet", "x", rows_x)
+    )
+    _commit(root, 1, "WRITE", _cm_add(root, "f1.parquet", "y", [(3, "c")]))
+    cdc_size = _cm_file(
+        root,
+        "_change_data/c2.parquet",
+        [(2, "b"), (2, "B")],
+        ["update_preimage", "update_postimage"],
+    )
+    _commit(
+        root,
+        2,
+        "UPDATE",
+        {
+            "remove": {
+                "path": "f0.parquet",
+                "partitionValues": {"col-part": "x"},
+                "dataChange": True,
+            }
+        },
+        _cm_add(root, "f2.parquet", "x", [(1, "a"), (2, "B")]),
+        {
+            "cdc": {
+                "path": "_change_data/c2.parquet",
+                "partitionValues": {"col-part": "x"},
+                "size": cdc_size,
+                "dataChange": False,
+            }
+        },
+    )
+    _commit(root, 3, "RENAME COLUMN", _cm_metadata({**names, "col-name": "label"}))
+    _commit(root, 4, "WRITE", _cm_add(root, "f3.parquet", "y", [(4, "d")]))
+    _commit(root, 5, "RENAME COLUMN", _cm_metadata({**names, "col-name": "title"}))
+    return root
+
+
+@pytest.fixture(scope="module")
+def column_mapped(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _write_column_mapped_history(tmp_path_factory.mktemp("cdf") / "cm")
+
+
 # ---------------------------------------------------------------------------- conformance
 
 CONFORMANCE_CDF = [
@@ -137,10 +277,110 @@ def test_conformance_tables_match_expected_counts_and_delta_rs(
     assert ours == _rs_rows(root, start, with_timestamp=ict)
 
 
-def test_column_mapping_is_refused_clearly(spark: Any, conformance_table: Any) -> None:
+def _plain_rows(frame: Any) -> list[tuple[Any, ...]]:
+    """Rows as tuples in column order, without _commit_timestamp, sorted."""
+    columns = [c for c in frame.columns if c != "_commit_timestamp"]
+    return sorted(tuple(row[c] for c in columns) for row in frame.collect())
+
+
+def test_column_mapped_conformance_table_equals_delta_spark(
+    spark: Any, conformance_table: Any
+) -> None:
+    # delta-rs refuses column-mapped CDF; these are delta-spark 4.3.1's rows (CDF on from v1).
     root = conformance_table("kernel/cdf-column-mapping-name-mode/delta")
-    with pytest.raises(UnsupportedChangeDataError, match="column mapping"):
-        DeltaTable.for_path(spark, str(root)).load_cdf(0)
+    table = DeltaTable.for_path(spark, str(root))
+    frame = table.load_cdf(1)
+    assert frame.columns == ["id", "name", "value", *CDF_NAMES]
+    assert _plain_rows(frame) == [
+        (1, "Alice", 100.0, "delete", 4),
+        (2, "Bob", 200.0, "update_preimage", 2),
+        (2, "Bob", 250.0, "update_postimage", 2),
+        (4, "David", 400.0, "insert", 3),
+    ]
+    with pytest.raises(MissingChangeDataError, match=r"range \[0 , 4\].*version \[0\]"):
+        table.load_cdf(0)
+
+
+def test_column_mapped_history_reads_physical_columns_and_refuses_renames_like_delta_spark(
+    spark: Any, column_mapped: Path
+) -> None:
+    table = DeltaTable.for_path(spark, str(column_mapped))
+    before = table.load_cdf(0, 2)  # read with v2's schema (column mapping: the end version's)
+    assert before.columns == ["id", "name", "part", *CDF_NAMES]
+    assert _plain_rows(before) == [
+        (1, "a", "x", "insert", 0),
+        (2, "B", "x", "update_postimage", 2),
+        (2, "b", "x", "insert", 0),
+        (2, "b", "x", "update_preimage", 2),
+        (3, "c", "y", "insert", 1),
+    ]
+    between = table.load_cdf(3, 4)
+    assert between.columns == ["id", "label", "part", *CDF_NAMES]
+    assert _plain_rows(between) == [(4, "d", "y", "insert", 4)]
+    # The v3 rename lies inside [2, 5] and differs from the read schema (v5's): a schema change.
+    with pytest.raises(ChangeDataFeedIncompatibleSchemaChangeError) as change:
+        table.load_cdf(2, 5)
+    assert change.value.getMessageParameters()["incompatible_version"] == "3"
+    assert "version 2 to 3 - 1, and from version 3 to 5" in str(change.value)
+    # From v3 on, the range's own start schema (label) is what v5 renamed: a data-schema error.
+    with pytest.raises(ChangeDataFeedIncompatibleDataSchemaError) as data:
+        table.load_cdf(3)
+    assert data.value.getMessageParameters()["incompatible_version"] == "3"
+
+
+def test_stream_batches_never_span_a_schema_change(spark: Any, column_mapped: Path) -> None:
+    table = DeltaTable.for_path(spark, str(column_mapped))
+    batches = list(table.stream_cdf(0, stop_when_caught_up=True, poll_seconds=0))
+    offsets = [offset.position for offset, _ in batches]
+    assert offsets == [(3, METADATA_CHANGE_INDEX), (5, METADATA_CHANGE_INDEX), (6, BASE_INDEX)]
+    assert json.loads(batches[0][0].to_json())["sourceVersion"] == 3
+    columns = [frame.columns[:3] for _, frame in batches]
+    assert columns == [["id", "name", "part"], ["id", "label", "part"], ["id", "title", "part"]]
+    assert [len(_plain_rows(frame)) for _, frame in batches] == [5, 1, 0]
+    # Resuming from the barrier reads on with the new schema.
+    _, resumed = next(table.stream_cdf(offset=batches[0][0].to_json()))
+    assert _plain_rows(resumed) == [(4, "d", "y", "insert", 4)]
+
+
+def test_added_column_reads_with_the_latest_schema_and_ends_stream_batches(
+    spark: Any, tmp_path: Path
+) -> None:
+    root = str(tmp_path / "evolve")
+    write_deltalake(root, pa.table({"id": pa.array([1], pa.int64())}), configuration=CDF_ON)
+    wider = pa.table({"id": pa.array([2], pa.int64()), "extra": pa.array(["e"], pa.string())})
+    write_deltalake(root, wider, mode="append", schema_mode="merge")
+    table = DeltaTable.for_path(spark, root)
+    # delta-spark's legacy mode (no column mapping): the latest schema, even for v0 alone.
+    assert _plain_rows(table.load_cdf(0, 0)) == [(1, None, "insert", 0)]
+    batches = list(table.stream_cdf(0, stop_when_caught_up=True, poll_seconds=0))
+    assert [offset.position for offset, _ in batches] == [
+        (1, METADATA_CHANGE_INDEX),
+        (2, BASE_INDEX),
+    ]
+    assert [_plain_rows(frame) for _, frame in batches] == [
+        [(1, "insert", 0)],
+        [(2, "e", "insert", 1)],
+    ]
+
+
+def test_inline_dv_with_an_overflowing_z85_group_is_decoded_as_delta_spark_does(
+    spark: Any, conformance_table: Any
+) -> None:
+    """The v5 inline DV's last Z85 group ("##093") exceeds 2**32. delta-spark's
+    ``Codec.Base85Codec.decodeBlocks`` sums the group in a Long and writes ``sum.toInt`` (the
+    low 32 bits), so the DV names row 28168 of a 10-row file: v5 deletes no visible row and v6
+    (which drops the DV) restores none. delta-spark 4.3.1 returns exactly our 22 rows; delta-rs
+    decodes the group differently (row 3) and reports two more: v5 delete 3, v6 insert 3."""
+    root = conformance_table("kernel/cdf-table-with-dv/delta")
+    ours = _rows(DeltaTable.for_path(spark, str(root)).load_cdf(0))
+    theirs = _rs_rows(root)
+    assert len(ours) == 22
+    assert Counter(ours) - Counter(theirs) == Counter()
+    only_delta_rs = Counter(theirs) - Counter(ours)
+    assert sorted(only_delta_rs.elements()) == [
+        (("_change_type", "delete"), ("_commit_version", 5), ("value", 3)),
+        (("_change_type", "insert"), ("_commit_version", 6), ("value", 3)),
+    ]
 
 
 def test_commit_timestamps_are_monotonized_file_times(spark: Any, conformance_table: Any) -> None:
@@ -204,11 +444,16 @@ def test_errors(spark: Any, tmp_path: Path) -> None:
         table.load_cdf(0)
     assert "range [0 , 2]" in str(info.value) and "version [0]" in str(info.value)
     assert [r["id"] for r in table.load_cdf(1).collect()] == [2]
-    with pytest.raises(CdcStartVersionAfterLatestError):
+    with pytest.raises(CdcStartVersionAfterLatestError, match=r"Start version 5 .* latest table"):
         table.load_cdf(5)
     assert table.load_cdf(5, allow_out_of_range=True).count() == 0
     with pytest.raises(InvalidCdcRangeError):
         table.load_cdf(2, 1)
+    with pytest.raises(NoStartForCdcReadError):  # delta-spark has no default start either
+        table.load_cdf()
+    offset = DeltaSourceOffset("another-table", 1, BASE_INDEX, False)
+    with pytest.raises(DifferentDeltaTableReadByStreamingSourceError, match="another-table"):
+        next(table.stream_cdf(offset=offset))
 
 
 def test_a_gap_in_the_log_is_a_data_loss_error(spark: Any, history: Path, tmp_path: Path) -> None:
@@ -217,8 +462,13 @@ def test_a_gap_in_the_log_is_a_data_loss_error(spark: Any, history: Path, tmp_pa
     RsDeltaTable(str(root)).create_checkpoint()
     (root / "_delta_log" / commit_name(1)).unlink()
     table = DeltaTable.for_path(spark, str(root))
-    with pytest.raises(ChangeDataLossError, match="versions 1 are missing"):
+    # delta-spark's batch reader would skip v1 silently; we refuse, as its streams do.
+    with pytest.raises(MissingFilesUnexpectedVersionError) as info:
         table.load_cdf(0)
+    assert info.value.getMessageParameters()["expected_version"] == "1"
+    assert info.value.getMessageParameters()["seen_version"] == "2"
+    with pytest.raises(MissingFilesUnexpectedVersionError):
+        next(table.stream_cdf(0))
     assert len(_rows(table.load_cdf(4))) == 3  # v4 rebuilds from the checkpoint
 
 

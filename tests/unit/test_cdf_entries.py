@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from delta_connect_py.cdf import _entries, commit_timestamps_ms, file_location
+from delta_connect_py.cdf import _entries, commit_timestamps_ms
+from delta_connect_py.data import data_file_location
 from delta_connect_py.protocol.cdf import IndexedFile, filter_cdc_actions, index_commit
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind, commit_name
 
@@ -31,9 +32,9 @@ def _summary(lines: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 def test_file_locations_are_decoded_and_resolved_against_the_root() -> None:
-    assert file_location(ROOT, "p=a%2520b/x%20y.parquet") == "file:/t a/p=a%20b/x y.parquet"
-    assert file_location(ROOT, "s3://bucket/a%20b.parquet") == "s3://bucket/a b.parquet"
-    assert file_location(ROOT, "/abs/f.parquet") == "file:/abs/f.parquet"
+    assert data_file_location("p=a%2520b/x%20y.parquet", ROOT) == "file:/t a/p=a%20b/x y.parquet"
+    assert data_file_location("s3://bucket/a%20b.parquet", ROOT) == "s3://bucket/a b.parquet"
+    assert data_file_location("/abs/f.parquet", ROOT) == "file:/abs/f.parquet"
 
 
 def test_plain_adds_and_removes_are_inserts_and_deletes() -> None:

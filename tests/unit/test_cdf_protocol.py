@@ -80,13 +80,28 @@ def test_metadata_change_index_forces_source_version_3() -> None:
     assert DeltaSourceOffset.from_json(offset.to_json()) == offset
 
 
-@pytest.mark.parametrize("source_version", [2, 4])
-def test_unknown_source_versions_are_rejected(source_version: int) -> None:
+@pytest.mark.parametrize(
+    ("source_version", "error_class"),
+    [
+        (2, "DELTA_INVALID_SOURCE_VERSION"),
+        (0, "DELTA_INVALID_SOURCE_VERSION"),
+        (4, "DELTA_INVALID_FORMAT_FROM_SOURCE_VERSION"),
+    ],
+)
+def test_unknown_source_versions_are_rejected(source_version: int, error_class: str) -> None:
     text = json.dumps(
         {"sourceVersion": source_version, "reservoirId": "t", "reservoirVersion": 1, "index": 0}
     )
-    with pytest.raises(InvalidSourceOffsetError):
+    with pytest.raises(InvalidSourceOffsetError) as info:
         DeltaSourceOffset.from_json(text)
+    assert info.value.getErrorClass() == error_class
+    assert str(source_version) in str(info.value)
+
+
+def test_malformed_offsets_are_rejected_with_delta_sparks_class() -> None:
+    with pytest.raises(InvalidSourceOffsetError) as info:
+        DeltaSourceOffset.from_json('{"sourceVersion": 1}')
+    assert info.value.getErrorClass() == "DELTA_INVALID_SOURCE_OFFSET_FORMAT"
 
 
 def test_end_index_is_never_serialized_and_minus_one_never_in_memory() -> None:
