@@ -24,8 +24,7 @@ from pyspark.sql.types import StructType
 from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.plans.loading import load_actions
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata
-from delta_connect_py.plans.replay import partitions_for, replay
-from delta_connect_py.plans.spark import materialize
+from delta_connect_py.plans.replay import reconstruct
 from delta_connect_py.plans.state import State, compute_state
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.worker.replay import ReplayConfig
@@ -106,14 +105,14 @@ class Snapshot:
     @cached_property
     def _state_df(self) -> DataFrame:
         loaded = load_actions(self.spark, self.segment, self.table.log_dir)
-        partitions = self.snapshot_partitions or partitions_for(loaded.bytes_read)
-        return materialize(replay(loaded.frame, self.replay_config(), partitions))
+        return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
 
     def state_df(self) -> DataFrame:
         """The reconstructed state, one action per row as a checkpoint holds it.
 
-        The first call runs the replay (a Spark job) and keeps the result on the server as a
-        local checkpoint; later calls and queries over it reuse that result.
+        The first call runs the replay of the commits (a Spark job) and keeps its result on the
+        server as a local checkpoint; later calls and queries reuse it, and read the untouched
+        rows of the checkpoint parquet directly (see ``plans.replay``).
         """
         return self._state_df
 

@@ -1,9 +1,10 @@
 """Listing a table's ``_delta_log`` on the server.
 
-Responsibility: one collect that returns every log file's path, size and modification time (via
-Spark's ``binaryFile`` source, which lists through the server's Hadoop file system and never
-reads content) together with the text of ``_last_checkpoint`` (read by a Python worker, since
-Spark's readers cannot see names starting with ``_``).
+Responsibility: one collect that returns every log file's path, size and modification time
+together with the text of ``_last_checkpoint`` (which Spark's readers cannot see: its name starts
+with ``_``). A local log is listed by one Python worker task (a directory listing, milliseconds
+for 10,000 files); any other file system through Spark's ``binaryFile`` source, which lists
+through the server's Hadoop file system and credentials and never reads content.
 
 Invariants: the client never touches the files; a missing ``_delta_log`` yields an empty
 listing (the snapshot turns it into ``DELTA_MISSING_DELTA_TABLE``); a corrupt or unreadable
@@ -27,7 +28,9 @@ from delta_connect_py.protocol.last_checkpoint import LastCheckpoint, parse_last
 from delta_connect_py.worker.log_files import (
     LISTING_SCHEMA,
     MISSING,
+    NO_LOG_DIR,
     LastCheckpointRead,
+    list_local_log,
     read_last_checkpoint,
 )
 
@@ -70,15 +73,30 @@ def _hint_frame(spark: SparkSession, log_dir: str) -> DataFrame:
     return spark.range(0, 1, 1, 1).mapInArrow(reader, spark_schema(LISTING_SCHEMA))
 
 
-def list_log(spark: SparkSession, log_dir: str) -> LogListing:
-    """Every Delta log file in ``log_dir`` plus the parsed ``_last_checkpoint`` hint."""
+def _local_listing_frame(spark: SparkSession, log_dir: str) -> DataFrame:
+    reader = partial(list_local_log, LastCheckpointRead(log_dir=log_dir))
+    return spark.range(0, 1, 1, 1).mapInArrow(reader, spark_schema(LISTING_SCHEMA))
+
+
+def _listing_rows(spark: SparkSession, log_dir: str) -> list[Any] | None:
+    """The listing and hint rows, or None when ``log_dir`` does not exist."""
+    if log_dir.startswith("file:"):
+        rows = collect(_local_listing_frame(spark, log_dir))
+        return None if any(row["length"] == NO_LOG_DIR for row in rows) else rows
     listing = _files_frame(spark, log_dir).unionByName(_hint_frame(spark, log_dir))
     try:
         with session_conf(spark, LISTING_CONF):
-            rows = collect(listing)
+            return collect(listing)
     except AnalysisException as exc:
         if "PATH_NOT_FOUND" not in str(exc):
             raise
+        return None
+
+
+def list_log(spark: SparkSession, log_dir: str) -> LogListing:
+    """Every Delta log file in ``log_dir`` plus the parsed ``_last_checkpoint`` hint."""
+    rows = _listing_rows(spark, log_dir)
+    if rows is None:
         return LogListing(log_dir, (), None, log_dir_exists=False)
     hint_rows = [row for row in rows if row["content"] is not None or row["length"] < 0]
     file_rows = [row for row in rows if row not in hint_rows]

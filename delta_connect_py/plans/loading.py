@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyspark.sql.connect.functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from delta_connect_py.plans.spark import (
     collect,
@@ -57,11 +57,16 @@ COMMIT_VERSION_PATTERN = r"(\d+)(\.compacted)?\.json$"
 
 
 @dataclass(frozen=True)
-class LoadedActions:
-    """The segment's action rows and the number of bytes they were read from."""
+class SegmentActions:
+    """A segment's state action rows, the checkpoint's apart from the commits' (either may be
+    None), and the bytes each was read from."""
 
-    frame: DataFrame
-    bytes_read: int
+    checkpoint: DataFrame | None
+    commits: DataFrame | None
+    #: The commits' ``add.path`` and ``remove.path`` only (cheaper to parse than ``commits``).
+    commit_paths: DataFrame | None
+    checkpoint_bytes: int
+    commit_bytes: int
 
 
 def read_commits(
@@ -97,14 +102,13 @@ def _spark_commit_lines(spark: SparkSession, files: Sequence[LogFile]) -> DataFr
 
 
 def _worker_commit_lines(
-    spark: SparkSession, files: Sequence[LogFile], only_containing: tuple[str, ...]
+    spark: SparkSession, files: Sequence[LogFile], request: CommitLinesRead
 ) -> DataFrame:
     listing = pa.table(
         {"version": [f.version for f in files], "path": [f.path for f in files]},
         schema=pa.schema([("version", pa.int64()), ("path", pa.string())]),
     )
     tasks = max(1, min(MAX_READ_TASKS, math.ceil(sum(f.size for f in files) / BYTES_PER_READ_TASK)))
-    request = CommitLinesRead(table_path=files[0].path, only_containing=only_containing)
     reader = partial(read_commit_lines, request)
     return (
         spark.createDataFrame(listing)
@@ -114,10 +118,10 @@ def _worker_commit_lines(
 
 
 def commit_lines(
-    spark: SparkSession, files: Sequence[LogFile], only_containing: tuple[str, ...] = ()
+    spark: SparkSession, files: Sequence[LogFile], request: CommitLinesRead | None = None
 ) -> DataFrame:
-    """Every non-empty line of the commit files: ``version``, ``_file`` (URI), ``value``;
-    with ``only_containing``, at least the lines containing one of those strings.
+    """Every non-empty line of the commit files: ``version``, ``_file`` (URI), ``value``; with
+    a ``request`` filter, at least the lines containing the strings it asks for.
 
     Local logs are read by Python workers, many files per task, because Spark's file sources
     pay a setup per file that dominates logs of thousands of small commits (10,000 commits:
@@ -125,7 +129,9 @@ def commit_lines(
     the server's Hadoop configuration and credentials.
     """
     if all(f.path.startswith("file:") for f in files):
-        return _worker_commit_lines(spark, files, only_containing)
+        return _worker_commit_lines(
+            spark, files, request or CommitLinesRead(table_path=files[0].path)
+        )
     return _spark_commit_lines(spark, files)
 
 
@@ -149,6 +155,20 @@ def commit_state_rows(spark: SparkSession, files: Sequence[LogFile]) -> DataFram
     )
 
 
+FILE_PATHS_SCHEMA = StructType(
+    [
+        StructField(action, StructType([StructField("path", StringType())]))
+        for action in ("add", "remove")
+    ]
+)
+
+
+def commit_file_paths(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
+    """``add.path`` and ``remove.path`` of the commits' file actions."""
+    frame = parse_lines(commit_lines(spark, files), FILE_PATHS_SCHEMA)
+    return frame.where(F.col("add.path").isNotNull() | F.col("remove.path").isNotNull())
+
+
 def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     """The raw rows of checkpoint files (parquet with their own schema, or V2 JSON)."""
     escaped = [escape_glob(f.path) for f in files]
@@ -170,7 +190,7 @@ def _add_with_stats(actual: StructType, target: StructType) -> Column:
         if "stats" in add_fields
         else F.to_json(F.col("add.stats_parsed"))
     )
-    return F.when(F.col("add").isNull(), column).otherwise(column.withField("stats", stats))
+    return column.withField("stats", stats)  # withField keeps a null add null
 
 
 def conformed_state_rows(frame: DataFrame, version: int) -> DataFrame:
@@ -224,14 +244,17 @@ def checkpoint_state_rows(
     return union_all(frames), size
 
 
-def load_actions(spark: SparkSession, segment: LogSegment, log_dir: str) -> LoadedActions:
-    """Every action row replay needs for ``segment``: checkpoint rows, then commit rows."""
-    frames: list[DataFrame] = []
+def load_actions(spark: SparkSession, segment: LogSegment, log_dir: str) -> SegmentActions:
+    """Every action row replay needs for ``segment``: the checkpoint's and the commits'."""
+    checkpoint: DataFrame | None = None
     checkpoint_bytes = 0
     if segment.checkpoint is not None:
-        frame, checkpoint_bytes = checkpoint_state_rows(spark, segment, log_dir)
-        frames.append(frame)
-    if segment.commits:
-        frames.append(commit_state_rows(spark, segment.commits))
-    commit_bytes = sum(f.size for f in segment.commits)
-    return LoadedActions(union_all(frames), bytes_read=commit_bytes + 8 * checkpoint_bytes)
+        checkpoint, checkpoint_bytes = checkpoint_state_rows(spark, segment, log_dir)
+    has_commits = bool(segment.commits)
+    return SegmentActions(
+        checkpoint=checkpoint,
+        commits=commit_state_rows(spark, segment.commits) if has_commits else None,
+        commit_paths=commit_file_paths(spark, segment.commits) if has_commits else None,
+        checkpoint_bytes=checkpoint_bytes,
+        commit_bytes=sum(f.size for f in segment.commits),
+    )

@@ -24,6 +24,7 @@ from delta_connect_py.plans.loading import (
 )
 from delta_connect_py.plans.spark import collect, escape_glob, spark_schema, union_all
 from delta_connect_py.protocol.actions import METADATA, PROTOCOL, VERSION_COLUMN, Metadata, Protocol
+from delta_connect_py.worker.log_files import CommitLinesRead
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,7 +91,13 @@ def _commit_pm_rows(spark: SparkSession, segment: LogSegment) -> DataFrame:
     Parsing every add's JSON (with its stats) is most of the cost of reading a log; the text
     filter is a cheap superset (a false positive is parsed and then dropped by the caller).
     """
-    lines = commit_lines(spark, segment.commits, PM_SUBSTRINGS)
+    request = CommitLinesRead(
+        table_path=segment.commits[0].path,
+        only_containing=PM_SUBSTRINGS[:2],
+        newest_also_containing=PM_SUBSTRINGS[2:],
+        newest_version=segment.version,
+    )
+    lines = commit_lines(spark, segment.commits, request)
     is_last = F.col(VERSION_COLUMN) == F.lit(segment.version)
     candidates = lines.where(
         F.col("value").contains(PM_SUBSTRINGS[0])

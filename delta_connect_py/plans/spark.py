@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyspark.sql.connect.functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
-from pyspark.sql.types import ArrayType, DataType, MapType, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from delta_connect_py.session import translate_server_error
+from delta_connect_py.worker.failures import FAILURE_END, FAILURE_START
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -117,19 +118,60 @@ def conform(column: Column, actual: DataType, target: DataType) -> Column:
     if actual == target:
         return column
     if isinstance(target, StructType) and isinstance(actual, StructType):
-        present = {field.name: field.dataType for field in actual.fields}
-        fields = [
-            (
-                conform(column.getField(field.name), present[field.name], field.dataType)
-                if field.name in present
-                else F.lit(None).cast(field.dataType)
-            ).alias(field.name)
-            for field in target.fields
-        ]
-        return F.when(column.isNull(), F.lit(None).cast(target)).otherwise(F.struct(*fields))
+        return _conform_struct(column, actual, target)
     if isinstance(target, (MapType, ArrayType)) or not isinstance(actual, StructType):
         return column.cast(target)
     raise TypeError(f"cannot read {actual.simpleString()} as {target.simpleString()}")
+
+
+def _conform_struct(column: Column, actual: StructType, target: StructType) -> Column:
+    """Keep the longest prefix of fields that already match, drop the rest, then add the
+    target's remaining fields in order.
+
+    Built from ``dropFields``/``withField`` rather than a new ``struct(...)`` under a null
+    check: Spark simplifies a field read through those to a read of the source field, so a
+    query reading ``add.size`` scans only that parquet column, and a null struct stays null.
+    """
+    present = {field.name: field.dataType for field in actual.fields}
+    matching = 0
+    for have, want in zip(actual.fields, target.fields, strict=False):
+        if have.name != want.name or have.dataType != want.dataType:
+            break
+        matching += 1
+    if matching == 0:
+        return _rebuilt_struct(column, present, target)
+    result = column
+    extra = [field.name for field in actual.fields[matching:]]
+    if extra:
+        result = result.dropFields(*extra)
+    for field in target.fields[matching:]:
+        result = result.withField(field.name, _conformed_field(column, present, field))
+    return result
+
+
+def _conformed_field(column: Column, present: dict[str, DataType], field: StructField) -> Column:
+    if field.name not in present:
+        return F.lit(None).cast(field.dataType)
+    return conform(column.getField(field.name), present[field.name], field.dataType)
+
+
+def _rebuilt_struct(column: Column, present: dict[str, DataType], target: StructType) -> Column:
+    fields = [_conformed_field(column, present, field).alias(field.name) for field in target.fields]
+    return F.when(column.isNull(), F.lit(None).cast(target)).otherwise(F.struct(*fields))
+
+
+def delta_error_column(error_class: str, parameters: dict[str, Column]) -> Column:
+    """A ``raise_error`` whose message the client decodes into ``error_class`` (see
+    ``worker.failures``): checks that fail inside a Spark expression, not a Python worker."""
+    payload = F.to_json(
+        F.struct(
+            F.lit(error_class).alias("error_class"),
+            F.struct(*[value.alias(name) for name, value in parameters.items()]).alias(
+                "parameters"
+            ),
+        )
+    )
+    return F.raise_error(F.concat(F.lit(FAILURE_START), payload, F.lit(FAILURE_END)))
 
 
 def struct_fields(schema: StructType) -> dict[str, DataType]:

@@ -43,12 +43,14 @@ class State:
 def _aggregations() -> list[Any]:
     return [
         F.coalesce(F.sum("add.size"), F.lit(0)).cast("long").alias("sizeInBytes"),
-        F.count("add").alias("numOfFiles"),
-        F.count("remove").alias("numOfRemoves"),
-        F.count("metaData").alias("numOfMetadata"),
-        F.count("protocol").alias("numOfProtocol"),
-        F.count("txn").alias("numOfSetTransactions"),
-        F.count("domainMetadata").alias("numOfDomainMetadata"),
+        # Counting a required field rather than the struct lets the scans under the state
+        # read only that field (a struct's null-ness needs all of it).
+        F.count("add.path").alias("numOfFiles"),
+        F.count("remove.path").alias("numOfRemoves"),
+        F.count("metaData.id").alias("numOfMetadata"),
+        F.count("protocol.minReaderVersion").alias("numOfProtocol"),
+        F.count("txn.appId").alias("numOfSetTransactions"),
+        F.count("domainMetadata.domain").alias("numOfDomainMetadata"),
         F.collect_set("txn").alias("setTransactions"),
         F.collect_set("domainMetadata").alias("domainMetadata"),
         F.last("metaData", ignorenulls=True).alias("metadata"),

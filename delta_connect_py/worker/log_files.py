@@ -26,6 +26,8 @@ from delta_connect_py.worker.failures import WorkerFailure
 LAST_CHECKPOINT_NAME = "_last_checkpoint"
 MISSING = -1
 CORRUPT = -2
+#: The ``length`` of the one row a listing yields when ``_delta_log`` does not exist.
+NO_LOG_DIR = -3
 
 #: The row layout shared with the log listing, so both arrive in one collect.
 LISTING_SCHEMA = pa.schema(
@@ -82,6 +84,43 @@ def read_last_checkpoint(
     )
 
 
+def list_local_log(
+    request: LastCheckpointRead, _: Iterable[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body: every visible file of a local ``_delta_log`` plus the hint row.
+
+    Visible means what Spark's file sources would list: regular files whose names do not start
+    with ``_`` or ``.``. Paths keep the Hadoop form of ``log_dir`` (``file:/a b/_delta_log/x``).
+    """
+    from pyarrow import fs
+
+    filesystem, local_dir = filesystem_and_path(request.log_dir)
+    try:
+        infos = filesystem.get_file_info(fs.FileSelector(local_dir, recursive=False))
+    except (FileNotFoundError, NotADirectoryError):
+        infos = None
+    if infos is None:
+        rows = [{"path": request.log_dir, "length": NO_LOG_DIR, "modificationTime": 0}]
+        yield pa.RecordBatch.from_pylist(rows, schema=LISTING_SCHEMA)
+        return
+    prefix = request.log_dir.rstrip("/") + "/"
+    visible = [
+        info
+        for info in infos
+        if info.type == fs.FileType.File and not info.base_name.startswith(("_", "."))
+    ]
+    yield pa.RecordBatch.from_pydict(
+        {
+            "path": [prefix + info.base_name for info in visible],
+            "length": [info.size for info in visible],
+            "modificationTime": [info.mtime_ns // 1_000_000 for info in visible],
+            "content": [None] * len(visible),
+        },
+        schema=LISTING_SCHEMA,
+    )
+    yield from read_last_checkpoint(request, [])
+
+
 def _read_with_tries(uri: str, request: LastCheckpointRead) -> tuple[int, str | None]:
     reason = "unknown"
     for attempt in range(request.tries):
@@ -110,10 +149,18 @@ class CommitLinesRead:
     #: When given, only lines containing one of these strings are returned (a cheap superset
     #: filter; the caller parses and checks what it gets).
     only_containing: tuple[str, ...] = ()
+    #: More strings wanted only in the commit of version ``newest_version``.
+    newest_also_containing: tuple[str, ...] = ()
+    newest_version: int | None = None
+
+    def wanted_in(self, version: int) -> tuple[str, ...]:
+        if version == self.newest_version:
+            return self.only_containing + self.newest_also_containing
+        return self.only_containing
 
 
-def _wanted(line: str, only_containing: tuple[str, ...]) -> bool:
-    return not only_containing or any(text in line for text in only_containing)
+def _wanted(text: str, only_containing: tuple[str, ...]) -> bool:
+    return not only_containing or any(wanted in text for wanted in only_containing)
 
 
 def read_commit_lines(
@@ -140,9 +187,14 @@ def read_commit_lines(
                         file=path, path=request.table_path, reason="it disappeared while read"
                     )
                 )
+            wanted = request.wanted_in(version)
+            # One scan of the whole text skips most commits (those holding no wanted string)
+            # without splitting them into lines.
+            if not _wanted(text, wanted):
+                continue
             uri = PurePosixPath(filesystem_and_path(path)[1]).as_uri()
             for line in text.splitlines():
-                if line.strip() and _wanted(line, request.only_containing):
+                if line.strip() and _wanted(line, wanted):
                     versions.append(version)
                     files.append(uri)
                     lines.append(line)

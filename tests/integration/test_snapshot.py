@@ -6,6 +6,7 @@ delta-rs (``deltalake``) is the oracle for file sets; file modification times ar
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from datetime import datetime, timezone
@@ -18,10 +19,10 @@ from deltalake import DeltaTable as RsDeltaTable
 
 from delta_connect_py import DeltaTable
 from delta_connect_py.errors import (
+    LogFileOutsideTableError,
     MissingPartFilesError,
     TimestampEarlierThanCommitRetentionError,
     TimestampGreaterThanCommitError,
-    TruncatedTransactionLogError,
     VersionNotFoundError,
 )
 from delta_connect_py.protocol.filenames import commit_name
@@ -111,9 +112,10 @@ def test_truncated_log_before_checkpoint(spark: Any, conformance_table: Any) -> 
         (root / "_delta_log" / commit_name(version)).unlink()
     table = DeltaTable.for_path(spark, str(root))
     assert table.snapshot().version == 13  # the checkpoint at 10 still rebuilds the latest
-    with pytest.raises(TruncatedTransactionLogError) as info:
+    # time travel before the earliest rebuildable version (10): delta-spark's class
+    with pytest.raises(VersionNotFoundError) as info:
         table.snapshot(7)
-    assert "7" in str(info.value)
+    assert "version 7" in str(info.value) and "[10, 13]" in str(info.value)
 
 
 def test_corrupt_last_checkpoint_falls_back_to_listing(spark: Any, conformance_table: Any) -> None:
@@ -144,3 +146,28 @@ def test_tombstones_and_transactions(spark: Any) -> None:
     assert snapshot.transactions == {"fakeAppId": 3}
     # the tombstone's deletionTimestamp is years old: expired under the 1-week default
     assert snapshot.tombstones().count() == snapshot.state.num_of_removes == 0
+
+
+def test_checkpoint_rows_from_outside_the_log_are_refused(
+    spark: Any, conformance_table: Any, tmp_path: Path
+) -> None:
+    """Checkpoint file actions reach the state without replay; their files are still checked.
+
+    The moved part holds only add actions, so no replayed row comes from it.
+    """
+    root = conformance_table("golden/multi-part-checkpoint/delta")
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot(1)
+    checkpoint = snapshot.segment.checkpoint
+    assert checkpoint is not None and len(checkpoint.files) == 2
+    adds_only = checkpoint.files[1]
+    foreign = tmp_path / "elsewhere" / adds_only.name
+    foreign.parent.mkdir()
+    shutil.copyfile(unquote(adds_only.path.removeprefix("file:")), foreign)
+    moved = dataclasses.replace(adds_only, path=f"file:{foreign}")
+    segment = dataclasses.replace(
+        snapshot.segment,
+        checkpoint=dataclasses.replace(checkpoint, files=(checkpoint.files[0], moved)),
+    )
+    tampered = dataclasses.replace(snapshot, segment=segment)
+    with pytest.raises(LogFileOutsideTableError, match="elsewhere"):
+        tampered.state  # noqa: B018

@@ -10,7 +10,13 @@ import pytest
 
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.worker.failures import WorkerFailure, decode_worker_failure
-from delta_connect_py.worker.log_files import CommitLinesRead, read_commit_lines
+from delta_connect_py.worker.log_files import (
+    NO_LOG_DIR,
+    CommitLinesRead,
+    LastCheckpointRead,
+    list_local_log,
+    read_commit_lines,
+)
 
 
 def _batch(*pairs: tuple[int, str]) -> pa.RecordBatch:
@@ -53,3 +59,43 @@ def test_a_vanished_commit_fails_with_the_file_named(tmp_path: Path) -> None:
     error = decode_worker_failure(str(info.value))
     assert isinstance(error, CorruptLogFileError)
     assert missing in str(error)
+
+
+def test_newest_also_containing_applies_to_the_newest_version_only(tmp_path: Path) -> None:
+    for version in (0, 1):
+        (tmp_path / f"{version}.json").write_text(
+            '{"commitInfo":{"inCommitTimestamp":5}}\n{"add":{"path":"x"}}\n'
+        )
+    request = CommitLinesRead(
+        "t",
+        only_containing=('"metaData"',),
+        newest_also_containing=('"inCommitTimestamp"',),
+        newest_version=1,
+    )
+    batch = _batch((0, f"file:{tmp_path}/0.json"), (1, f"file:{tmp_path}/1.json"))
+    rows = [row for out in read_commit_lines(request, [batch]) for row in out.to_pylist()]
+    assert [(r["version"], r["value"]) for r in rows] == [
+        (1, '{"commitInfo":{"inCommitTimestamp":5}}')
+    ]
+
+
+def test_local_listing_sees_what_spark_file_sources_see(tmp_path: Path) -> None:
+    log = tmp_path / "t %25" / "_delta_log"
+    (log / "_sidecars").mkdir(parents=True)
+    for name in ("00000000000000000000.json", "00000000000000000000.crc"):
+        (log / name).write_text("{}")
+    for hidden in (".00000000000000000000.json.crc", "_commits"):
+        (log / hidden).write_text("{}")
+    (log / "_last_checkpoint").write_text('{"version":0,"size":1}')
+    request = LastCheckpointRead(log_dir=f"file:{log}", tries=1)
+    rows = [row for out in list_local_log(request, []) for row in out.to_pylist()]
+    files = sorted(row["path"] for row in rows if row["content"] is None and row["length"] >= 0)
+    assert files == [f"file:{log}/{name}" for name in ("0" * 20 + ".crc", "0" * 20 + ".json")]
+    hint = [row for row in rows if row["content"] is not None]
+    assert hint and hint[0]["content"] == '{"version":0,"size":1}'
+
+
+def test_local_listing_of_a_missing_log_says_so(tmp_path: Path) -> None:
+    request = LastCheckpointRead(log_dir=f"file:{tmp_path}/nothing/_delta_log", tries=1)
+    rows = [row for out in list_local_log(request, []) for row in out.to_pylist()]
+    assert [row["length"] for row in rows] == [NO_LOG_DIR]
