@@ -12,6 +12,7 @@ reconstructed state's protocol and metadata must equal the fast path's, else
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -23,10 +24,13 @@ from pyspark.sql.types import StructType
 
 from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.plans.loading import load_actions
-from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata
-from delta_connect_py.plans.replay import reconstruct
+from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
+from delta_connect_py.plans.replay import reconstruct, reconstruct_after
 from delta_connect_py.plans.state import State, compute_state
 from delta_connect_py.protocol import properties as props
+from delta_connect_py.protocol.features import check_readable
+from delta_connect_py.protocol.filenames import commit_name
+from delta_connect_py.worker.log_files import file_uri
 from delta_connect_py.worker.replay import ReplayConfig
 
 if TYPE_CHECKING:
@@ -47,6 +51,8 @@ class Snapshot:
     snapshot_partitions: int | None = None
     #: Milliseconds since the epoch when the snapshot was taken: tombstone retention's "now".
     created_at_ms: int = 0
+    #: The earlier snapshot whose server-side state this one extends (see ``update``).
+    previous: Snapshot | None = None
 
     @property
     def spark(self) -> SparkSession:
@@ -104,8 +110,58 @@ class Snapshot:
 
     @cached_property
     def _state_df(self) -> DataFrame:
-        loaded = load_actions(self.spark, self.segment, self.table.log_dir)
-        return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
+        previous = self.previous
+        if previous is None:
+            loaded = load_actions(self.spark, self.segment, self.table.log_dir)
+            return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
+        new_commits = dataclasses.replace(
+            self.segment,
+            checkpoint=None,
+            commits=tuple(c for c in self.segment.commits if c.version > previous.version),
+        )
+        return reconstruct_after(
+            previous.state_df(),
+            previous_commit=file_uri(f"{self.table.log_dir}/{commit_name(previous.version)}"),
+            previous_version=previous.version,
+            actions=load_actions(self.spark, new_commits, self.table.log_dir),
+            config=self.replay_config(),
+            num_partitions=self.snapshot_partitions,
+        )
+
+    def update(self) -> Snapshot:
+        """The table's latest snapshot, built on this one's server-side state.
+
+        When this snapshot's state has been computed and the log has only grown by commits
+        since (no newer checkpoint), only the new commits are read and replayed; otherwise this
+        is ``table.snapshot()``. Returns ``self`` when there is no new version.
+        """
+        table = self.table
+        segment = table.log_segment()
+        if segment.version == self.version:
+            return self
+        new_versions = [c.version for c in segment.commits if c.version > self.version]
+        reusable = (
+            "_state_df" in self.__dict__
+            and segment.checkpoint_version <= self.version
+            and new_versions == list(range(self.version + 1, segment.version + 1))
+        )
+        if not reusable:
+            return table.snapshot(snapshot_partitions=self.snapshot_partitions)
+        new_commits = dataclasses.replace(
+            segment, commits=tuple(c for c in segment.commits if c.version > self.version)
+        )
+        pm = protocol_and_metadata(
+            self.spark, new_commits, table.log_dir, previous=self.protocol_and_metadata
+        )
+        check_readable(pm.protocol, table.table_root)
+        return Snapshot(
+            table=table,
+            segment=segment,
+            protocol_and_metadata=pm,
+            snapshot_partitions=self.snapshot_partitions,
+            created_at_ms=now_ms(),
+            previous=self,
+        )
 
     def state_df(self) -> DataFrame:
         """The reconstructed state, one action per row as a checkpoint holds it.

@@ -23,7 +23,7 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyspark.sql.connect.functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from delta_connect_py.plans.spark import (
     collect,
@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 COMMIT_SPARK_SCHEMA = spark_schema(COMMIT_SCHEMA)
 STATE_SPARK_SCHEMA = spark_schema(STATE_SCHEMA)
 COMMIT_VERSION_PATTERN = r"(\d+)(\.compacted)?\.json$"
+#: Lines starting so hold one action that is not part of the table state.
+NON_STATE_LINE_PREFIXES = ('{"commitInfo"', '{"cdc"')
 
 
 @dataclass(frozen=True)
@@ -63,8 +65,6 @@ class SegmentActions:
 
     checkpoint: DataFrame | None
     commits: DataFrame | None
-    #: The commits' ``add.path`` and ``remove.path`` only (cheaper to parse than ``commits``).
-    commit_paths: DataFrame | None
     checkpoint_bytes: int
     commit_bytes: int
 
@@ -144,29 +144,15 @@ def parse_lines(lines: DataFrame, schema: StructType) -> DataFrame:
 
 
 def commit_state_rows(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
-    """The state actions of commits; lines holding none (commitInfo, cdc) are dropped here,
-    before they cost a shuffle. Only state columns are parsed: stats stay unparsed strings."""
-    frame = parse_lines(commit_lines(spark, files), STATE_SPARK_SCHEMA)
-    has_state_action = F.lit(False)
-    for field in STATE_SPARK_SCHEMA.fields:
-        has_state_action = has_state_action | F.col(field.name).isNotNull()
-    return frame.where(has_state_action).select(
-        *[field.name for field in STATE_SPARK_SCHEMA.fields], VERSION_COLUMN, FILE_COLUMN
-    )
+    """The state actions of commits, stats left as unparsed strings.
 
-
-FILE_PATHS_SCHEMA = StructType(
-    [
-        StructField(action, StructType([StructField("path", StringType())]))
-        for action in ("add", "remove")
-    ]
-)
-
-
-def commit_file_paths(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
-    """``add.path`` and ``remove.path`` of the commits' file actions."""
-    frame = parse_lines(commit_lines(spark, files), FILE_PATHS_SCHEMA)
-    return frame.where(F.col("add.path").isNotNull() | F.col("remove.path").isNotNull())
+    Lines of other actions (commitInfo, cdc) are mostly skipped as text by the reading worker;
+    any that remain are rows with every state column null, which replay ignores. Not filtering
+    them here is deliberate: Spark would push such a filter below the parse and run
+    ``from_json`` once per tested column.
+    """
+    request = CommitLinesRead(table_path=files[0].path, skip_prefixes=NON_STATE_LINE_PREFIXES)
+    return parse_lines(commit_lines(spark, files, request), STATE_SPARK_SCHEMA)
 
 
 def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
@@ -250,11 +236,9 @@ def load_actions(spark: SparkSession, segment: LogSegment, log_dir: str) -> Segm
     checkpoint_bytes = 0
     if segment.checkpoint is not None:
         checkpoint, checkpoint_bytes = checkpoint_state_rows(spark, segment, log_dir)
-    has_commits = bool(segment.commits)
     return SegmentActions(
         checkpoint=checkpoint,
-        commits=commit_state_rows(spark, segment.commits) if has_commits else None,
-        commit_paths=commit_file_paths(spark, segment.commits) if has_commits else None,
+        commits=commit_state_rows(spark, segment.commits) if segment.commits else None,
         checkpoint_bytes=checkpoint_bytes,
         commit_bytes=sum(f.size for f in segment.commits),
     )

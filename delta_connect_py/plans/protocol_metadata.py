@@ -10,6 +10,7 @@ version; the in-commit timestamp is taken only from the snapshot version's own c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -132,16 +133,25 @@ def _log_rows(spark: SparkSession, segment: LogSegment, log_dir: str) -> DataFra
 
 
 def protocol_and_metadata(
-    spark: SparkSession, segment: LogSegment, log_dir: str
+    spark: SparkSession,
+    segment: LogSegment,
+    log_dir: str,
+    previous: ProtocolAndMetadata | None = None,
 ) -> ProtocolAndMetadata:
-    """The snapshot's protocol, metadata and in-commit timestamp (one small Spark job)."""
-    if segment.checksum is not None:
+    """The snapshot's protocol, metadata and in-commit timestamp (one small Spark job).
+
+    With ``previous`` (the P&M as of the version just before ``segment.commits``), only those
+    commits are read and whatever they do not change is carried over.
+    """
+    if previous is None and segment.checksum is not None:
         from_checksum = _from_checksum(spark, segment.checksum)
         if from_checksum is not None:
             return from_checksum
+    if previous is not None:
+        segment = dataclasses.replace(segment, checkpoint=None)
     rows = sorted(collect(_log_rows(spark, segment, log_dir)), key=lambda r: r[VERSION_COLUMN])
-    protocol: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    protocol: dict[str, Any] | None = None if previous is None else previous.protocol.to_action()
+    metadata: dict[str, Any] | None = None if previous is None else previous.metadata.to_action()
     ict: int | None = None
     for row in rows:
         if row["protocol"] is not None and row["protocol"]["minReaderVersion"] is not None:

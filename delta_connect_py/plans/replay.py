@@ -1,21 +1,23 @@
 """The replay plan: a segment's actions reconstructed into the table state on the server.
 
 Responsibility: delta-spark's ``stateReconstruction`` as Spark Connect DataFrame operations.
-Commit actions (and whatever they may supersede) are repartitioned by a file-path key and
-replayed partition-wise with ``mapInArrow`` (``worker.replay.replay_partition``); that result is
-kept on the server as a local checkpoint. A checkpoint's file actions that no later commit
-touches are already reconciled, so they join the state as they are, read straight from the
+The commits' actions (with the checkpoint's non-file actions) are repartitioned by a file-path
+key and replayed partition-wise with ``mapInArrow`` (``worker.replay.replay_partition``); that
+result is kept on the server as a local checkpoint. A checkpoint's file action whose file key no
+commit has is already reconciled, so it joins the state as it is, read straight from the
 checkpoint parquet (Delta Kernel's plan): the checkpoint, usually most of the state, is never
 shuffled nor sent through Python, and queries over the state read only the columns they use.
 
 Invariants: the partition key is a function of the file name that is equal for any two paths
 whose canonical keys are equal (the lower-cased last path segment: canonicalization only changes
 scheme/authority and the case of hex escapes), so all actions of one file key meet in one
-partition, and a checkpoint row whose key no commit shares cannot be superseded. Every non-file
-action meets in one partition. Neither the number of partitions nor which checkpoint rows take
-the direct route changes the result. The files checkpoint rows come from are checked by the replay
-worker to lie in this table's ``_delta_log`` (``DELTA_LOG_FILE_OUTSIDE_TABLE``) before any state
-is returned. Tombstone retention is applied last, to replayed and direct rows alike.
+partition; every non-file action meets in one partition. A checkpoint file action is dropped
+exactly when a replayed action (every commit key's newest action, tombstones included) has its
+file key (``plans.file_keys``, equal to the worker's key): a commit's action always supersedes
+the checkpoint's. The number of partitions never changes the result. The files checkpoint rows
+come from are checked by the replay worker to lie in this table's ``_delta_log``
+(``DELTA_LOG_FILE_OUTSIDE_TABLE``) before any state is returned. Tombstone retention is applied
+last, to replayed and direct rows alike.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
 
+from delta_connect_py.plans.file_keys import file_key
 from delta_connect_py.plans.spark import materialize, spark_schema, union_all
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
 from delta_connect_py.worker.replay import ReplayConfig, replay_partition
@@ -39,6 +42,10 @@ if TYPE_CHECKING:
 DEFAULT_SNAPSHOT_PARTITIONS = 50
 #: Input bytes one replay partition should handle before another is worth its overhead.
 BYTES_PER_PARTITION = 16 << 20
+
+#: Up to this many commit bytes after a checkpoint, the replayed keys (about a third of the
+#: bytes) are broadcast to every task rather than both sides shuffled.
+BROADCAST_COMMIT_BYTES = 256 << 20
 
 STATE_SPARK_SCHEMA = spark_schema(STATE_SCHEMA)
 STATE_COLUMNS = [field.name for field in STATE_SPARK_SCHEMA.fields]
@@ -75,16 +82,71 @@ def reconstruct(
         replayed = materialize(replay(actions.commits, keep_tombstones, partitions))
         return replayed.where(retained(config))
     checkpoint = actions.checkpoint
-    checkpoint_files = checkpoint.where(_is_file_action()).withColumn(_KEY, partition_key())
-    to_replay = [checkpoint.where(~_is_file_action()), _source_files(checkpoint)]
-    if actions.commits is not None and actions.commit_paths is not None:
-        touched = actions.commit_paths.select(partition_key().alias(_KEY))
-        superseded = checkpoint_files.join(F.broadcast(touched), on=_KEY, how="left_semi")
-        to_replay += [superseded.drop(_KEY), actions.commits]
+    return _state_over(
+        base_files=_as_state_rows(checkpoint.where(_is_file_action())),
+        to_replay=[checkpoint.where(~_is_file_action()), _source_files(checkpoint)],
+        commits=actions.commits,
+        commit_bytes=actions.commit_bytes,
+        config=config,
+        partitions=partitions,
+    )
+
+
+def reconstruct_after(
+    previous_state: DataFrame,
+    previous_commit: str,
+    previous_version: int,
+    actions: SegmentActions,
+    config: ReplayConfig,
+    num_partitions: int | None = None,
+) -> DataFrame:
+    """The state after ``actions.commits`` applied to an earlier snapshot's state.
+
+    The earlier state plays the checkpoint's part: already reconciled, its file actions stay
+    unless a new commit has their key; its other actions are replayed with the new commits,
+    attributed to its newest commit file ``previous_commit`` (so the source check passes).
+    """
+    others = previous_state.where(~_is_file_action()).select(
+        *STATE_COLUMNS,
+        F.lit(previous_version).cast("long").alias(VERSION_COLUMN),
+        F.lit(previous_commit).alias(FILE_COLUMN),
+    )
+    return _state_over(
+        base_files=previous_state.where(_is_file_action()),
+        to_replay=[others],
+        commits=actions.commits,
+        commit_bytes=actions.commit_bytes,
+        config=config,
+        partitions=num_partitions or partitions_for(actions.commit_bytes),
+    )
+
+
+def _state_over(
+    base_files: DataFrame,
+    to_replay: list[DataFrame],
+    commits: DataFrame | None,
+    commit_bytes: int,
+    config: ReplayConfig,
+    partitions: int,
+) -> DataFrame:
+    """``base_files`` (reconciled file actions, as state rows) without those whose key a
+    replayed action has, plus the replay of ``to_replay`` and ``commits``."""
+    # Retention is applied to the union below, so the replay keeps every tombstone.
+    keep_tombstones = dataclasses.replace(config, min_file_retention_timestamp=None)
+    if commits is not None:
+        to_replay = [*to_replay, commits]
     replayed = materialize(replay(union_all(to_replay), keep_tombstones, partitions))
-    replayed_keys = replayed.where(_is_file_action()).select(partition_key().alias(_KEY))
-    untouched = checkpoint_files.join(F.broadcast(replayed_keys), on=_KEY, how="left_anti")
-    return union_all([_as_state_rows(untouched), replayed]).where(retained(config))
+    replayed_keys = replayed.where(_is_file_action()).select(
+        file_key(config.table_root).alias(_KEY)
+    )
+    if commit_bytes <= BROADCAST_COMMIT_BYTES:
+        replayed_keys = F.broadcast(replayed_keys)
+    untouched = (
+        base_files.withColumn(_KEY, file_key(config.table_root))
+        .join(replayed_keys, on=_KEY, how="left_anti")
+        .drop(_KEY)
+    )
+    return union_all([untouched, replayed]).where(retained(config))
 
 
 def _source_files(checkpoint: DataFrame) -> DataFrame:

@@ -53,7 +53,7 @@ def _normalize_hierarchical(scheme: str, rest: str) -> str:
     return f"{scheme}://{_lower_host(authority)}{path}"
 
 
-def _root_prefix(table_root: str) -> str:
+def root_prefix(table_root: str) -> str:
     """``scheme:`` or ``scheme://authority`` of the table root (``file:`` when it has none)."""
     scheme, rest = _split_scheme(table_root)
     if scheme is None:
@@ -76,7 +76,7 @@ def canonical_path(path: str, table_root: str) -> str:
     if scheme is not None:
         canonical = _normalize_hierarchical(scheme, rest)
     elif path.startswith("/"):
-        canonical = _root_prefix(table_root) + path
+        canonical = root_prefix(table_root) + path
     else:
         canonical = path
     return _upper_escapes(canonical)

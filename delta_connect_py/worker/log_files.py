@@ -62,6 +62,16 @@ def filesystem_and_path(uri: str) -> tuple[pa.fs.FileSystem, str]:
     return filesystem, str(path)
 
 
+def file_uri(path: str) -> str:
+    """The URI form of a Hadoop-style path, as Spark reports ``_metadata.file_path``."""
+    from pathlib import PurePosixPath
+    from urllib.parse import quote
+
+    if path.startswith(("file:", "/")):
+        return PurePosixPath(filesystem_and_path(path)[1]).as_uri()
+    return quote(path, safe=":/@")
+
+
 def read_text(uri: str) -> str | None:
     """The file's text, or None when it does not exist."""
     filesystem, path = filesystem_and_path(uri)
@@ -152,6 +162,8 @@ class CommitLinesRead:
     #: More strings wanted only in the commit of version ``newest_version``.
     newest_also_containing: tuple[str, ...] = ()
     newest_version: int | None = None
+    #: Lines starting with one of these are left out (a line holds one action, named first).
+    skip_prefixes: tuple[str, ...] = ()
 
     def wanted_in(self, version: int) -> tuple[str, ...]:
         if version == self.newest_version:
@@ -171,7 +183,6 @@ def read_commit_lines(
     Reading many tiny files here costs a fraction of a millisecond each, where Spark's file
     sources pay a per-file setup; Spark still parses the JSON (``from_json``).
     """
-    from pathlib import PurePosixPath
 
     for batch in batches:
         versions: list[int] = []
@@ -188,13 +199,14 @@ def read_commit_lines(
                     )
                 )
             wanted = request.wanted_in(version)
+            skipped = request.skip_prefixes
             # One scan of the whole text skips most commits (those holding no wanted string)
             # without splitting them into lines.
             if not _wanted(text, wanted):
                 continue
-            uri = PurePosixPath(filesystem_and_path(path)[1]).as_uri()
+            uri = file_uri(path)
             for line in text.splitlines():
-                if line.strip() and _wanted(line, wanted):
+                if line.strip() and _wanted(line, wanted) and not line.startswith(skipped):
                     versions.append(version)
                     files.append(uri)
                     lines.append(line)

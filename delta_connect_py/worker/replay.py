@@ -49,14 +49,18 @@ def replay_partition(
     collected = [batch for batch in batches if batch.num_rows]
     if not collected:
         return
-    table = pa.Table.from_batches(collected).combine_chunks()
+    # Chunks stay as they arrived: rows are only ever taken by index, never copied whole.
+    table = pa.Table.from_batches(collected)
     check_source_files(table, config)
-    add_path = pc.struct_field(table["add"], "path")
-    remove_path = pc.struct_field(table["remove"], "path")
-    is_file_action = pc.or_kleene(pc.is_valid(add_path), pc.is_valid(remove_path))
-    file_rows = table.filter(is_file_action)
+    is_file_action = pc.or_kleene(
+        pc.is_valid(pc.struct_field(table["add"], "path")),
+        pc.is_valid(pc.struct_field(table["remove"], "path")),
+    )
     other_rows = table.filter(pc.invert(is_file_action))
-    parts = [replay_non_file_actions(other_rows, config), replay_file_actions(file_rows, config)]
+    parts = [
+        replay_non_file_actions(other_rows, config),
+        replay_file_actions(table, pc.indices_nonzero(is_file_action), config),
+    ]
     state = pa.concat_tables(
         [part for part in parts if part.num_rows] or [STATE_SCHEMA.empty_table()]
     )
@@ -81,62 +85,107 @@ def _comparable_dir(directory: str) -> str:
     return directory
 
 
-def replay_file_actions(rows: pa.Table, config: ReplayConfig) -> pa.Table:
-    """Newest add/remove per file key; adds live, removes tombstones while retained."""
-    if rows.num_rows == 0:
+def replay_file_actions(table: pa.Table, file_rows: pa.Array, config: ReplayConfig) -> pa.Table:
+    """Newest add/remove per file key among ``table``'s rows at indices ``file_rows``; adds
+    live, removes tombstones while retained. Only the winners' action column is copied."""
+    if len(file_rows) == 0:
         return STATE_SCHEMA.empty_table()
-    keys = file_keys(rows, config.table_root)
+    adds, removes = (_rows_of(table[name], file_rows, table.num_rows) for name in ("add", "remove"))
+    add_paths = pc.struct_field(adds, "path")
+    keys = file_keys(
+        pc.coalesce(add_paths, pc.struct_field(removes, "path")), adds, removes, config
+    )
     order = pc.sort_indices(
-        pa.table({"key": keys, "version": rows[VERSION_COLUMN]}),
+        pa.table(
+            {"key": keys, "version": _rows_of(table[VERSION_COLUMN], file_rows, table.num_rows)}
+        ),
         sort_keys=[("key", "ascending"), ("version", "ascending")],
     )
     sorted_keys = pc.take(keys, order)
-    last_of_key = pc.not_equal(sorted_keys[:-1], sorted_keys[1:])
-    is_last = pa.concat_arrays([last_of_key, pa.array([True])])
-    winners = rows.take(pc.filter(order, is_last))
-    live = winners.filter(pc.is_valid(pc.struct_field(winners["add"], "path")))
-    tombstones = winners.filter(pc.is_valid(pc.struct_field(winners["remove"], "path")))
+    if isinstance(sorted_keys, pa.ChunkedArray):
+        sorted_keys = sorted_keys.combine_chunks()
+    is_last = pa.concat_arrays([pc.not_equal(sorted_keys[:-1], sorted_keys[1:]), pa.array([True])])
+    winners = pc.filter(order, is_last)
+    live, tombstones = _winning_actions(adds, removes, add_paths, winners)
+    live = without_data_change(live)
     tombstones = tombstones.filter(retained_tombstones(tombstones, config))
     return pa.concat_tables(
         [
-            state_columns(live, overrides={"add": without_data_change(live["add"])}),
-            state_columns(
-                tombstones, overrides={"remove": without_data_change(tombstones["remove"])}
-            ),
+            single_action_rows("add", live),
+            single_action_rows("remove", without_data_change(tombstones)),
         ]
     )
 
 
-def file_keys(rows: pa.Table, table_root: str) -> pa.Array:
+def _winning_actions(
+    adds: pa.ChunkedArray, removes: pa.ChunkedArray, add_paths: pa.Array, winners: pa.Array
+) -> tuple[pa.ChunkedArray, pa.ChunkedArray]:
+    """The winning adds and removes; without a take when every row wins (no key repeats),
+    the common case of appends, and without any copy when those rows are all adds."""
+    if len(winners) == len(adds):
+        is_add = pc.is_valid(add_paths)
+        if pc.all(is_add).as_py():
+            return adds, removes.slice(0, 0)
+        return adds.filter(is_add), removes.filter(pc.invert(is_add))
+    winner_is_add = pc.is_valid(pc.take(add_paths, winners))
+    return (
+        adds.take(pc.filter(winners, winner_is_add)),
+        removes.take(pc.filter(winners, pc.invert(winner_is_add))),
+    )
+
+
+def _rows_of(column: pa.ChunkedArray, indices: pa.Array, num_rows: int) -> pa.ChunkedArray:
+    # Copying nested structs is the costliest step of a replay: skip it when every row is kept.
+    return column if len(indices) == num_rows else column.take(indices)
+
+
+def _cast(column: Any, target: pa.DataType) -> Any:
+    return column if column.type == target else column.cast(target)
+
+
+def single_action_rows(name: str, actions: pa.Array) -> pa.Table:
+    """State rows holding ``actions`` in column ``name`` and null in every other column."""
+    columns = [
+        _cast(actions, field.type) if field.name == name else pa.nulls(len(actions), field.type)
+        for field in STATE_SCHEMA
+    ]
+    return pa.Table.from_arrays(columns, schema=STATE_SCHEMA)
+
+
+def file_keys(paths: pa.Array, adds: pa.Array, removes: pa.Array, config: ReplayConfig) -> pa.Array:
     """``canonical path + NUL + deletion-vector unique id`` for every file action row."""
-    paths = pc.coalesce(
-        pc.struct_field(rows["add"], "path"), pc.struct_field(rows["remove"], "path")
-    ).to_pylist()
-    dv_ids = deletion_vector_ids(rows).to_pylist()
+    canonical = canonical_paths(paths, config.table_root)
+    dv_ids = pc.fill_null(deletion_vector_ids(adds, removes), "")
+    return pc.binary_join_element_wise(canonical, dv_ids, "\x00")
+
+
+def canonical_paths(paths: pa.Array, table_root: str) -> pa.Array:
+    """delta-spark's canonical path of every path; computed in Python only for the paths that
+    need it (a scheme, a leading slash or an escape), the rest are their own canonical form."""
+    needs_work = pc.or_kleene(
+        pc.or_kleene(pc.match_substring(paths, "%"), pc.match_substring(paths, ":")),
+        pc.starts_with(paths, "/"),
+    )
+    if not pc.any(needs_work).as_py():
+        return paths
+    plain = paths.to_pylist()
+    flags = needs_work.to_pylist()
     return pa.array(
         [
-            f"{_canonical(path, table_root)}\x00{dv_id or ''}"
-            for path, dv_id in zip(paths, dv_ids, strict=True)
+            canonical_path(p, table_root) if flag else p
+            for p, flag in zip(plain, flags, strict=True)
         ],
         type=pa.string(),
     )
 
 
-def _canonical(path: str, table_root: str) -> str:
-    # Most paths are plain relative names; only those with a scheme, a leading slash or an
-    # escape need delta-spark's canonicalization.
-    if "%" not in path and ":" not in path and not path.startswith("/"):
-        return path
-    return canonical_path(path, table_root)
-
-
-def deletion_vector_ids(rows: pa.Table) -> pa.Array:
+def deletion_vector_ids(adds: pa.Array, removes: pa.Array) -> pa.Array:
     """delta-spark's ``uniqueId``: storageType + pathOrInlineDv [+ "@" + offset]; null if no DV."""
 
     def dv_field(name: str) -> pa.Array:
         return pc.coalesce(
-            pc.struct_field(rows["add"], ["deletionVector", name]),
-            pc.struct_field(rows["remove"], ["deletionVector", name]),
+            pc.struct_field(adds, ["deletionVector", name]),
+            pc.struct_field(removes, ["deletionVector", name]),
         )
 
     base = pc.binary_join_element_wise(dv_field("storageType"), dv_field("pathOrInlineDv"), "")
@@ -145,41 +194,31 @@ def deletion_vector_ids(rows: pa.Table) -> pa.Array:
     return pc.if_else(pc.is_valid(offset), with_offset, base)
 
 
-def retained_tombstones(tombstones: pa.Table, config: ReplayConfig) -> pa.Array:
+def retained_tombstones(tombstones: pa.Array, config: ReplayConfig) -> pa.Array:
+    """Which ``remove`` structs are deleted after the retention horizon (all without one)."""
     if config.min_file_retention_timestamp is None:
-        return pa.array([True] * tombstones.num_rows, type=pa.bool_())
+        return pa.repeat(pa.scalar(True), len(tombstones))
     deleted_at = pc.fill_null(
-        pc.struct_field(tombstones["remove"], "deletionTimestamp"), pa.scalar(0, pa.int64())
+        pc.struct_field(tombstones, "deletionTimestamp"), pa.scalar(0, pa.int64())
     )
     return pc.greater(deleted_at, pa.scalar(config.min_file_retention_timestamp, pa.int64()))
 
 
-def without_data_change(actions: pa.ChunkedArray) -> pa.Array:
-    """The same add/remove structs with ``dataChange`` set to false."""
-    struct = actions.combine_chunks()
-    if len(struct) == 0:
-        return struct
+def without_data_change(actions: pa.Array | pa.ChunkedArray) -> pa.ChunkedArray:
+    """The same add/remove structs with ``dataChange`` set to false (no copy of the rest)."""
+    chunks = actions.chunks if isinstance(actions, pa.ChunkedArray) else [actions]
+    return pa.chunked_array([_chunk_without_data_change(chunk) for chunk in chunks], actions.type)
+
+
+def _chunk_without_data_change(struct: pa.StructArray) -> pa.StructArray:
+    # .field(i) is the raw child (no copy); the parent's validity is passed on as the mask.
     children = [
-        pa.array([False] * len(struct), type=pa.bool_())
+        pa.repeat(pa.scalar(False), len(struct))
         if field.name == "dataChange"
-        else pc.struct_field(struct, field.name)
-        for field in struct.type
+        else struct.field(index)
+        for index, field in enumerate(struct.type)
     ]
     return pa.StructArray.from_arrays(children, fields=list(struct.type), mask=struct.is_null())
-
-
-def state_columns(rows: pa.Table, overrides: dict[str, Any] | None = None) -> pa.Table:
-    """``rows`` reduced to the state columns, cast to the exact state schema."""
-    overrides = overrides or {}
-    columns = [overrides.get(field.name, rows[field.name]) for field in STATE_SCHEMA]
-    return pa.Table.from_arrays(
-        [_cast(column, field.type) for column, field in zip(columns, STATE_SCHEMA, strict=True)],
-        schema=STATE_SCHEMA,
-    )
-
-
-def _cast(column: Any, target: pa.DataType) -> Any:
-    return column if column.type == target else column.cast(target)
 
 
 def replay_non_file_actions(rows: pa.Table, config: ReplayConfig) -> pa.Table:

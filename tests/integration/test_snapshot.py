@@ -171,3 +171,52 @@ def test_checkpoint_rows_from_outside_the_log_are_refused(
     tampered = dataclasses.replace(snapshot, segment=segment)
     with pytest.raises(LogFileOutsideTableError, match="elsewhere"):
         tampered.state  # noqa: B018
+
+
+def _state_view(snapshot: Any) -> tuple[Any, ...]:
+    state = snapshot.state
+    files = {
+        (row["path"], row["size"], row["dataChange"])
+        for row in snapshot.all_files().select("path", "size", "dataChange").collect()
+    }
+    removes = {row["path"] for row in snapshot.tombstones().select("path").collect()}
+    return (
+        snapshot.version,
+        state.num_of_files,
+        state.size_in_bytes,
+        state.num_of_removes,
+        state.metadata,
+        files,
+        removes,
+    )
+
+
+def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None:
+    """update() after appends, a delete and a schema change equals a fresh snapshot and
+    delta-rs; after a new checkpoint it falls back to a fresh snapshot."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    table = DeltaTable.for_path(spark, str(root))
+    first = table.snapshot()
+    assert first.state.num_of_files == 2
+    assert first.update() is first
+
+    write_deltalake(str(root), pa.table({"id": [3], "p": ["c"]}), mode="append")
+    RsDeltaTable(str(root)).delete("p = 'a'")
+    wider = pa.table({"id": [4], "p": ["a"], "x": [1.5]})
+    write_deltalake(str(root), wider, mode="append", schema_mode="merge")
+    updated = first.update()
+    assert updated.previous is first and updated.version == 3
+    assert _state_view(updated) == _state_view(table.snapshot())
+    assert {unquote(p) for p, _, _ in _state_view(updated)[5]} == _rs_files(root)
+    assert "x" in updated.schema.fieldNames()
+
+    write_deltalake(str(root), pa.table({"id": [5], "p": ["d"], "x": [2.0]}), mode="append")
+    RsDeltaTable(str(root)).create_checkpoint()
+    again = updated.update()
+    assert again.previous is None  # a checkpoint newer than `updated`: rebuilt from it
+    assert _state_view(again) == _state_view(table.snapshot())
+    assert {unquote(p) for p, _, _ in _state_view(again)[5]} == _rs_files(root)
