@@ -40,7 +40,7 @@ TRICKY = [
     "",
 ]
 
-PATH_ALPHABET = st.sampled_from(list("aAzZ09/:%@.+-_= fF") + ["%2f", "%2F", "%e2", "//", "s3a:"])
+PATH_ALPHABET = st.sampled_from([*"aAzZ09/:%@.+-_= fF", "%2f", "%2F", "%e2", "//", "s3a:"])
 PATHS = st.lists(PATH_ALPHABET, max_size=12).map("".join)
 DVS = st.one_of(
     st.none(),
