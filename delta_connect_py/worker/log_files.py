@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import AnyStr
 
 import pyarrow as pa
 
@@ -72,14 +73,27 @@ def file_uri(path: str) -> str:
     return quote(path, safe=":/@")
 
 
-def read_text(uri: str) -> str | None:
-    """The file's text, or None when it does not exist."""
+def read_bytes(uri: str) -> bytes | None:
+    """The file's content, or None when it does not exist."""
+    if uri.startswith("file:"):
+        # The common case, many small commits: plain open() costs least per file.
+        try:
+            with open(filesystem_and_path(uri)[1], "rb") as local:
+                return local.read()
+        except FileNotFoundError:
+            return None
     filesystem, path = filesystem_and_path(uri)
     try:
         with filesystem.open_input_stream(path) as stream:
-            return bytes(stream.read()).decode("utf-8")
+            return bytes(stream.read())
     except FileNotFoundError:
         return None
+
+
+def read_text(uri: str) -> str | None:
+    """The file's text, or None when it does not exist."""
+    content = read_bytes(uri)
+    return None if content is None else content.decode("utf-8")
 
 
 def read_last_checkpoint(
@@ -171,7 +185,7 @@ class CommitLinesRead:
         return self.only_containing
 
 
-def _wanted(text: str, only_containing: tuple[str, ...]) -> bool:
+def _wanted(text: AnyStr, only_containing: tuple[AnyStr, ...]) -> bool:
     return not only_containing or any(wanted in text for wanted in only_containing)
 
 
@@ -184,6 +198,7 @@ def read_commit_lines(
     sources pay a per-file setup; Spark still parses the JSON (``from_json``).
     """
 
+    skipped = request.skip_prefixes
     for batch in batches:
         versions: list[int] = []
         files: list[str] = []
@@ -191,21 +206,20 @@ def read_commit_lines(
         for version, path in zip(
             batch.column("version").to_pylist(), batch.column("path").to_pylist(), strict=True
         ):
-            text = read_text(path)
-            if text is None:
+            content = read_bytes(path)
+            if content is None:
                 raise WorkerFailure(
                     CorruptLogFileError(
                         file=path, path=request.table_path, reason="it disappeared while read"
                     )
                 )
             wanted = request.wanted_in(version)
-            skipped = request.skip_prefixes
-            # One scan of the whole text skips most commits (those holding no wanted string)
-            # without splitting them into lines.
-            if not _wanted(text, wanted):
+            # One scan of the raw bytes skips most commits (those holding no wanted string)
+            # without decoding them or splitting them into lines.
+            if not _wanted(content, tuple(text.encode() for text in wanted)):
                 continue
             uri = file_uri(path)
-            for line in text.splitlines():
+            for line in content.decode("utf-8").splitlines():
                 if line.strip() and _wanted(line, wanted) and not line.startswith(skipped):
                     versions.append(version)
                     files.append(uri)
