@@ -1,13 +1,15 @@
-# delta_connect_py developer commands. Prerequisites: Python 3.11, Java 17, make, pip reaching PyPI.
+# delta_connect_py developer commands. Prerequisites: Python 3.11, Java 17, make, pip reaching PyPI,
+# mvn reaching Maven Central (make test only).
 #
 #   make demo    describe a conformance table on the embedded local Spark Connect server
-#   make test    unit, thin-client integration/conformance, and embedded tests
+#   make test    unit, thin-client integration/conformance, embedded, and delta-spark tests
 #   make lint    ruff check, ruff format --check, mypy
 #
 # Environments (created on first use, reinstalled when pyproject.toml changes):
 #   .venv         pip install -e '.[local,test,dev]'  full pyspark + Java: runs the server
 #   .venv-worker  pyarrow + pandas only              the server's Python workers
 #   .venv-thin    pip install -e '.[test]'           thin pyspark-client only, no jars
+#   .delta-jars   server/fetch-delta-jars.sh (mvn)   delta-spark jars for the oracle server
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -31,11 +33,12 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 	"pyspark==$$($(1)/bin/python -c 'import importlib.metadata as m; print(m.version("pyspark"))')"
 endef
 
-.PHONY: help demo venvs test test-unit test-integration test-embedded lint server \
+.PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
+	delta-jars lint server \
 	compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '2,11p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -79,7 +82,7 @@ test:
 	$(MAKE) --no-print-directory venvs; \
 	echo "== venvs: $$((SECONDS - start)) s"; \
 	status=0; \
-	for phase in test-unit test-integration test-embedded; do \
+	for phase in test-unit test-integration test-embedded test-delta-spark; do \
 		start=$$SECONDS; \
 		$(MAKE) --no-print-directory $$phase || status=1; \
 		echo "== $$phase: $$((SECONDS - start)) s"; \
@@ -101,6 +104,18 @@ test-integration: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 test-embedded: $(VENV)/.installed-dev $(WORKER)/.installed
 	env -u SPARK_REMOTE DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		$(VENV)/bin/pytest -m embedded tests $(PYTEST_ARGS) || test $$? -eq 5
+
+# (d) delta-spark itself as the oracle: fetch its jars (cached in .delta-jars/; Maven Central on
+# a fresh machine), then compare with a delta-spark Connect server (started by the tests, beside
+# the vanilla one). DELTA_SPARK_REQUIRED: missing jars or a server that does not start fail.
+test-delta-spark: $(VENV)/.installed-dev $(WORKER)/.installed delta-jars
+	env -u SPARK_REMOTE DELTA_SPARK_REQUIRED=1 \
+		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		$(VENV)/bin/pytest -m delta_spark tests/integration/delta_spark $(PYTEST_ARGS) \
+		|| test $$? -eq 5
+
+delta-jars:
+	server/fetch-delta-jars.sh
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .

@@ -6,21 +6,27 @@
 # These jars are for the tests' *oracle* server only (tests/delta_spark_server.py); the
 # delta_connect_py client and its vanilla server never use them.
 #
-# Each artifact is copied on its own (`mvn dependency:copy`, not transitive): everything delta-spark
-# needs at run time besides these (scala-library, hadoop-client, parquet, jackson, RoaringBitmap)
-# is already in pyspark's jars/, and a transitive copy would put second, conflicting versions of
-# those on the class path. DELTA_VERSION (default 4.3.1) picks the release. delta-spark 4.1.0 and
-# 4.2.0 are built against Spark 4.1.0 but do not run on pyspark 4.1.4: reading any checkpoint
-# fails with NoSuchMethodError (ParquetToSparkSchemaConverter.<init>(ZZZZZZZ)V, a constructor
-# Spark 4.1.4 no longer has). 4.3.1, also built against Spark 4.1.0, calls the SQLConf
-# constructor instead and works.
+# The artifacts are copied exactly as listed (`mvn dependency:copy` of an artifactItems list in a
+# throw-away pom, one Maven run; no transitive dependencies): everything delta-spark needs at run
+# time besides these (scala-library, hadoop-client, parquet, jackson, RoaringBitmap) is already in
+# pyspark's jars/, and a transitive copy would put second, conflicting versions of those on the
+# class path. DELTA_VERSION (default 4.3.1) picks the release. delta-spark 4.1.0 and 4.2.0 are
+# built against Spark 4.1.0 but do not run on pyspark 4.1.4: reading any checkpoint fails with
+# NoSuchMethodError (ParquetToSparkSchemaConverter.<init>(ZZZZZZZ)V, a constructor Spark 4.1.4
+# no longer has). 4.3.1, also built against Spark 4.1.0, calls the SQLConf constructor instead
+# and works.
 #
-# Delta Connect (delta-connect-server / delta-connect-common) is fetched when Maven Central
-# serves it for DELTA_VERSION; it is optional: without it the oracle server still runs Delta SQL
-# and spark.read.format("delta"), only the Delta Connect DeltaTable API is missing.
+# Delta Connect (the server plugin) is NOT on Maven Central for any 4.x release, under either
+# name Delta's build uses (io.delta:delta-connect-server_2.13 and, with the Spark suffix,
+# io.delta:delta-connect-server_4.1_2.13; checked for 4.0.0 to 4.4.0): the oracle server runs
+# Delta SQL and spark.read.format("delta") only. It is still tried, once per DEST (a miss is
+# remembered in DEST/.unavailable; DELTA_REFETCH=1 retries), so a future release is picked up.
 #
-# Idempotent: an artifact already in DEST is not fetched again; Maven caches in ~/.m2 as usual.
-# A stamp file (DEST/VERSION) records the release; changing DELTA_VERSION empties DEST first.
+# Cached: nothing is fetched when DEST already holds every jar of DELTA_VERSION (DEST/VERSION
+# records it; changing DELTA_VERSION empties DEST first). Maven itself caches in its local
+# repository (~/.m2, or MAVEN_OPTS=-Dmaven.repo.local=...); on a fresh machine, with an empty
+# local repository, a fetch from Maven Central takes ~20 s (mostly Maven's own plugins; the
+# dependency plugin is pinned to 2.8, Maven 3's default and the smallest download).
 # Exit status: 0 when every required jar is in DEST, else 1 with the failing mvn command.
 set -euo pipefail
 
@@ -50,48 +56,75 @@ command -v mvn >/dev/null || { echo "fetch-delta-jars.sh: mvn not found on PATH"
 mkdir -p "$dest"
 if [[ -f "$dest/VERSION" && "$(cat "$dest/VERSION")" != "$version" ]]; then
     echo "fetch-delta-jars.sh: $dest holds $(cat "$dest/VERSION"); replacing with $version" >&2
-    rm -f "$dest"/*.jar "$dest/.unavailable"
+    rm -f "$dest"/*.jar "$dest/.unavailable" "$dest/VERSION"
 fi
 
-# mvn needs a project-less directory: run it from a scratch dir so no pom.xml is picked up.
+jar_of() {  # GROUP:ARTIFACT:VERSION -> DEST/ARTIFACT-VERSION.jar
+    local artifact version_
+    artifact="$(cut -d: -f2 <<<"$1")"
+    version_="$(cut -d: -f3 <<<"$1")"
+    echo "$dest/$artifact-$version_.jar"
+}
+
+missing() {  # the coordinates among "$@" whose jar is not in DEST yet
+    local coordinate
+    for coordinate in "$@"; do
+        [[ -s "$(jar_of "$coordinate")" ]] || echo "$coordinate"
+    done
+}
+
+# mvn needs a project: a throw-away pom in a scratch dir listing the artifacts to copy.
 scratch="$(mktemp -d)"
 trap 'rm -rf "$scratch"' EXIT
 
-fetch() {  # fetch GROUP:ARTIFACT:VERSION -> 0 if DEST has the jar afterwards
-    local coordinate="$1" artifact version_
-    artifact="$(cut -d: -f2 <<<"$coordinate")"
-    version_="$(cut -d: -f3 <<<"$coordinate")"
-    if [[ -s "$dest/$artifact-$version_.jar" ]]; then
-        return 0
-    fi
-    local cmd=(mvn -q -B -U dependency:copy "-Dartifact=$coordinate:jar"
-        "-DoutputDirectory=$dest" -Dmdep.overWriteReleases=false)
+copy() {  # copy COORDINATE... -> 0 if every jar is in DEST afterwards
+    local coordinate items="" group artifact version_
+    for coordinate in "$@"; do
+        IFS=: read -r group artifact version_ <<<"$coordinate"
+        items+="<artifactItem><groupId>$group</groupId><artifactId>$artifact</artifactId>"
+        items+="<version>$version_</version><type>jar</type></artifactItem>"
+    done
+    cat >"$scratch/pom.xml" <<EOF
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local</groupId><artifactId>fetch-delta-jars</artifactId><version>0</version>
+  <packaging>pom</packaging>
+  <build><plugins><plugin>
+    <groupId>org.apache.maven.plugins</groupId><artifactId>maven-dependency-plugin</artifactId>
+    <version>2.8</version>
+    <configuration>
+      <artifactItems>$items</artifactItems>
+      <outputDirectory>$dest</outputDirectory>
+      <overWriteReleases>false</overWriteReleases>
+    </configuration>
+  </plugin></plugins></build>
+</project>
+EOF
+    local cmd=(mvn -q -B -U dependency:copy)
     if ! (cd "$scratch" && "${cmd[@]}") >"$scratch/mvn.log" 2>&1; then
-        echo "fetch-delta-jars.sh: failed: (cd $scratch && ${cmd[*]})" >&2
+        echo "fetch-delta-jars.sh: failed: (cd $scratch && ${cmd[*]}) for: $*" >&2
         grep -E "ERROR" "$scratch/mvn.log" | head -5 >&2 || true
         return 1
     fi
-    [[ -s "$dest/$artifact-$version_.jar" ]]
+    [[ -z "$(missing "$@")" ]]
 }
 
-status=0
-for coordinate in "${required[@]}"; do
-    fetch "$coordinate" || status=1
-done
-for coordinate in "${optional[@]}"; do
-    # A miss is remembered in DEST/.unavailable (delete it, or set DELTA_REFETCH=1, to retry).
-    if [[ -z "${DELTA_REFETCH:-}" ]] && grep -qxF "$coordinate" "$dest/.unavailable" 2>/dev/null; then
-        continue
-    fi
-    if ! fetch "$coordinate" 2>/dev/null; then
-        echo "fetch-delta-jars.sh: optional $coordinate not available; the oracle server runs" \
-            "without the Delta Connect plugins" >&2
-        echo "$coordinate" >>"$dest/.unavailable"
-    fi
-done
-
-if [[ $status -ne 0 ]]; then
-    exit 1
+mapfile -t todo < <(missing "${required[@]}")
+if [[ ${#todo[@]} -gt 0 ]]; then
+    copy "${todo[@]}" || exit 1
 fi
+
+if [[ -n "${DELTA_REFETCH:-}" ]]; then
+    rm -f "$dest/.unavailable"
+fi
+mapfile -t todo < <(missing "${optional[@]}")
+if [[ ${#todo[@]} -gt 0 ]] && ! grep -qxF "${todo[0]}" "$dest/.unavailable" 2>/dev/null; then
+    if ! copy "${todo[@]}" 2>/dev/null; then
+        echo "fetch-delta-jars.sh: optional ${todo[*]} not on Maven Central; the oracle" \
+            "server runs without the Delta Connect plugins" >&2
+        printf '%s\n' "${todo[@]}" >>"$dest/.unavailable"
+    fi
+fi
+
 echo "$version" >"$dest/VERSION"
 ls -1 "$dest"/*.jar

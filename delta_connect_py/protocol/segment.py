@@ -2,7 +2,8 @@
 
 Responsibility: given one listing of ``_delta_log`` (as :class:`LogFile` values) and optionally
 the ``_last_checkpoint`` hint, pick the files that reconstruct a version, or raise the Delta
-error delta-spark's ``SnapshotManagement`` raises for that listing.
+error delta-spark's ``SnapshotManagement`` raises for that listing (its time travel check,
+``DeltaHistoryManager.checkVersionExists``, for an explicit version before the earliest one).
 
 Invariants of a returned :class:`LogSegment`:
 * ``checkpoint`` is complete (every part of a multi-part set present, no zero-byte file) and
@@ -316,7 +317,19 @@ def build_log_segment(
     checkpoint = _choose_checkpoint(checkpoints, target, last_checkpoint, all_commits, table_path)
     checkpoint_version = -1 if checkpoint is None else checkpoint.version
     deltas = [c for c in all_commits if checkpoint_version < c.version <= target]
-    _validate_deltas(deltas, checkpoint, target, files, paths)
+    try:
+        _validate_deltas(deltas, checkpoint, target, files, paths)
+    except TruncatedTransactionLogError:
+        # Time travel (an explicit version) to before the earliest version a checkpoint or
+        # commit 0 can rebuild is DELTA_VERSION_NOT_FOUND in delta-spark, raised by
+        # DeltaHistoryManager.checkVersionExists before any log segment is built; the latest
+        # version on a truncated log, or a log with no rebuildable version, stays truncated.
+        earliest = _earliest_reconstructable(files)
+        if version is None or earliest is None or target >= earliest:
+            raise
+        raise VersionNotFoundError(
+            path=table_path, version=target, earliest=earliest, latest=latest
+        ) from None
     last_timestamp = (
         deltas[-1].modification_time
         if deltas

@@ -220,10 +220,15 @@ def test_truncated() -> None:
     with pytest.raises(TruncatedTransactionLogError) as info:
         build(listing(checkpoint_name(5), *commits(range(7, 9))))
     assert info.value.getMessageParameters()["earliest_version"] == "none"
+    # time travel before the earliest rebuildable version: delta-spark's checkVersionExists
     files = listing(*commits(range(2, 9)), checkpoint_name(4))
-    with pytest.raises(TruncatedTransactionLogError) as info:
+    with pytest.raises(VersionNotFoundError) as info:
         build(files, version=3)
-    assert info.value.getMessageParameters()["earliest_version"] == "4"
+    params = info.value.getMessageParameters()
+    assert (params["earliest"], params["latest"], params["version"]) == ("4", "8", "3")
+    # no rebuildable version at all: truncated, for an explicit version too
+    with pytest.raises(TruncatedTransactionLogError):
+        build(listing(*commits(range(3, 6))), version=4)
 
 
 def test_not_contiguous() -> None:
@@ -425,7 +430,7 @@ def test_real_checkpoints_vacuumed() -> None:
     _, files, _ = real_listing("delta-rs/checkpoints_vacuumed")
     assert earliest_reconstructable_version(files) == 5
     assert real_segment("delta-rs/checkpoints_vacuumed", version=5).commits == ()
-    with pytest.raises(TruncatedTransactionLogError):
+    with pytest.raises(VersionNotFoundError, match=r"Available versions: \[5, 12\]"):
         real_segment("delta-rs/checkpoints_vacuumed", version=4)
 
 

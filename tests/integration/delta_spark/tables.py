@@ -19,6 +19,7 @@ class OracleTable:
     name: str
     path: Path
     operations: list[str] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)  # each operation's, as delta-spark ran it
 
     @property
     def latest(self) -> int:
@@ -29,30 +30,39 @@ class OracleTable:
 class OracleTables:
     partitioned: OracleTable
     features: OracleTable
+    v2_checkpoint: OracleTable
     build_seconds: float
 
     def all(self) -> list[OracleTable]:
-        return [self.partitioned, self.features]
+        return [self.partitioned, self.features, self.v2_checkpoint]
 
 
 def _run(spark: Any, table: OracleTable, operation: str, statement: str) -> None:
+    began = time.monotonic()
     spark.sql(statement).collect()
     table.operations.append(operation)
+    table.seconds.append(time.monotonic() - began)
 
 
 def build_tables(spark: Any, root: Path) -> OracleTables:
-    """Two tables, each commit one delta-spark operation (``operations[v]`` is version v's).
+    """Three tables, each commit one delta-spark operation (``operations[v]`` is version v's),
+    written with as few statements as cover what the comparisons need (each statement costs
+    delta-spark several Spark jobs: the phase's largest share after the server starts).
 
-    ``partitioned``: protocol (1, 4) with change data feed, partitioned by a string column
-    holding spaces, ``%``, ``/``, ``=``, ``?``, ``#``, the empty string and null; an
-    idempotent DataFrameWriter append
-    (txnAppId/txnVersion); UPDATE, DELETE, MERGE; ``delta.checkpointInterval=2`` with
-    ``checkpoint.partSize`` 3, so delta-spark writes multi-part checkpoints.
+    ``partitioned`` (versions 0-4): protocol (1, 4) with change data feed, partitioned by a
+    string column holding spaces, ``%``, ``/``, ``=``, ``?``, ``#``, the empty string and null;
+    an idempotent DataFrameWriter append (txnAppId/txnVersion); UPDATE, DELETE, MERGE;
+    ``delta.checkpointInterval=2`` with ``checkpoint.partSize`` 3, so delta-spark writes
+    multi-part checkpoints (versions 2 and 4).
 
-    ``features`` (a space in the table root, too): column mapping (name) with a space in a
-    column name, deletion vectors,
-    change data feed, the same checkpoint settings; DELETE / UPDATE / MERGE write DVs and CDC
+    ``features`` (versions 0-4; a space in the table root, too): column mapping (name) with a
+    space in a column name, deletion vectors, change data feed, the same checkpoint settings
+    (multi-part checkpoints at versions 2 and 4); DELETE / UPDATE / MERGE write DVs and CDC
     files.
+
+    ``v2_checkpoint``: ``delta.checkpointPolicy = v2`` and ``checkpointInterval`` 1: its
+    checkpoint at version 1 is a UUID-named V2 checkpoint whose file actions lie in
+    ``_sidecars/`` (``partSize`` 3 spreads them over several sidecars).
     """
     started = time.monotonic()
     spark.conf.set("spark.databricks.delta.checkpoint.partSize", str(PART_SIZE))
@@ -77,6 +87,7 @@ def build_tables(spark: Any, root: Path) -> OracleTables:
         .save(str(part.path))
     )
     part.operations.append("WRITE txn")
+    part.seconds.append(time.monotonic() - started - sum(part.seconds))
     _run(spark, part, "UPDATE", f"UPDATE {location} SET v = 'updated' WHERE id IN (1, 2)")
     _run(spark, part, "DELETE", f"DELETE FROM {location} WHERE p = 'k=v'")
     _run(
@@ -99,6 +110,8 @@ def build_tables(spark: Any, root: Path) -> OracleTables:
         "delta.enableDeletionVectors = true, delta.columnMapping.mode = 'name', "
         "delta.enableChangeDataFeed = true)",
     )
+    # (CREATE TABLE AS SELECT is refused with column mapping and CDF together:
+    # DELTA_BLOCK_COLUMN_MAPPING_AND_CDC_OPERATION.)
     _run(
         spark,
         feat,
@@ -116,5 +129,17 @@ def build_tables(spark: Any, root: Path) -> OracleTables:
         "WHEN MATCHED THEN UPDATE SET `my col` = s.c "
         "WHEN NOT MATCHED THEN INSERT (id, `my col`, part) VALUES (s.id, s.c, s.part)",
     )
+
+    v2 = OracleTable("v2_checkpoint", root / "v2_checkpoint")
+    location = f"delta.`{v2.path}`"
+    _run(
+        spark,
+        v2,
+        "CREATE TABLE AS SELECT",
+        f"CREATE TABLE {location} USING delta PARTITIONED BY (p) "
+        "TBLPROPERTIES (delta.checkpointPolicy = 'v2', delta.checkpointInterval = 1) AS "
+        "SELECT id, CAST(id % 3 AS STRING) AS p FROM range(0, 6)",
+    )
+    _run(spark, v2, "DELETE", f"DELETE FROM {location} WHERE p = '1'")
     spark.conf.unset("spark.databricks.delta.checkpoint.partSize")
-    return OracleTables(part, feat, time.monotonic() - started)
+    return OracleTables(part, feat, v2, time.monotonic() - started)
