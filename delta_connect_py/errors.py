@@ -289,10 +289,6 @@ class ChangeDataFeedIncompatibleDataSchemaError(ChangeDataFeedSchemaError):
     )
 
 
-#: The name this error had while column-mapped CDF was refused; kept so older callers import.
-UnsupportedChangeDataError = ChangeDataFeedSchemaError
-
-
 class InvalidSourceOffsetError(DeltaError):
     """A streaming offset that cannot be parsed (root of the offset errors)."""
 

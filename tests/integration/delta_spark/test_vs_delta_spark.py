@@ -48,7 +48,6 @@ import pytest
 
 from delta_connect_py.errors import (
     TimestampEarlierThanCommitRetentionError,
-    UnsupportedChangeDataError,
     VersionNotFoundError,
 )
 from delta_connect_py.history import HISTORY_COLUMNS
@@ -321,13 +320,7 @@ def test_load_cdf_matches_read_change_feed(
         .option("startingVersion", 0)
         .load(str(table.path))
     )
-    try:
-        actual = DeltaTable.for_path(spark, str(table.path)).load_cdf(0)
-    except UnsupportedChangeDataError as exc:
-        if "column mapping" not in str(exc):
-            raise
-        # TODO: column-mapped CDF is being implemented; then this compares like the others.
-        pytest.xfail(f"delta_connect_py: {exc}")
+    actual = DeltaTable.for_path(spark, str(table.path)).load_cdf(0)
     assert actual.columns == expected.columns
     assert actual.schema == expected.schema
     assert rows_of(actual) == rows_of(expected)
