@@ -14,7 +14,9 @@ scheme/authority and the case of hex escapes), so all actions of one file key me
 partition; every non-file action meets in one partition. A checkpoint file action is dropped
 exactly when a replayed action (every commit key's newest action, tombstones included) has its
 file key (``plans.file_keys``, equal to the worker's key): a commit's action always supersedes
-the checkpoint's. The number of partitions never changes the result. The files checkpoint rows
+the checkpoint's. Like Delta Kernel, this relies on the protocol's rule that a checkpoint holds
+reconciled state (at most one action per file key): duplicates inside one checkpoint are not
+removed. The number of partitions never changes the result. The files checkpoint rows
 come from are checked by the replay worker to lie in this table's ``_delta_log``
 (``DELTA_LOG_FILE_OUTSIDE_TABLE``) before any state is returned. Tombstone retention is applied
 last, to replayed and direct rows alike.
