@@ -6,8 +6,15 @@ Usage::
         --commits 1000 --partitions 100 --txn-apps 4 --seed 1
     SPARK_REMOTE=sc://127.0.0.1:15010 python bench/checkpoint_bench.py /tmp/bench/S [--repeat 3]
 
-Each run works on a fresh copy of the table (the source is never written) and prints the median
-seconds of each writer, the checkpoint's action count and whether delta-rs loads our result.
+The source table is never written: each writer gets its own copy under ``--work`` (default a
+fresh ``/tmp/ckpt-bench-*`` folder, removed afterwards), made once and reset between runs
+(every log file the run added is deleted and ``_last_checkpoint`` restored). The copy keeps the
+source's checkpoints, so both writers start from the same newest checkpoint;
+``--without-checkpoints`` drops them (both then replay every commit).
+
+Prints, per writer, the median seconds and every run; for ours also the phases (snapshot:
+listing and protocol/metadata; state: replay and computedState; write: parquet, rename and
+hint), the checkpoint's action count, and whether delta-rs loads our result.
 """
 
 from __future__ import annotations
@@ -18,21 +25,64 @@ import shutil
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
-def _fresh_copy(source: Path, work: Path, name: str) -> Path:
-    target = work / name
+def _copy(source: Path, target: Path, without_checkpoints: bool) -> None:
+    ignore = shutil.ignore_patterns("*.checkpoint*", "_last_*") if without_checkpoints else None
     shutil.rmtree(target, ignore_errors=True)
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("*.checkpoint*", "_last_*"))
-    return target
+    shutil.copytree(source, target, ignore=ignore)
 
 
-def _time(run: Callable[[], object]) -> float:
+def _log_files(log: Path) -> set[str]:
+    return {str(p.relative_to(log)) for p in log.rglob("*") if p.is_file()}
+
+
+def _reset(copy: Path, pristine: set[str], hint: bytes | None) -> None:
+    """Delete every log file a run added and restore the hint: the copy as it was."""
+    log = copy / "_delta_log"
+    for name in _log_files(log) - pristine:
+        (log / name).unlink()
+    for folder in sorted((p for p in log.rglob("*") if p.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    if hint is None:
+        (log / "_last_checkpoint").unlink(missing_ok=True)
+    else:
+        (log / "_last_checkpoint").write_bytes(hint)
+
+
+def _ours(spark: Any, copy: Path, part_size: int | None) -> tuple[dict[str, float], Any]:
+    """create_checkpoint's own steps, timed one by one."""
+    from delta_connect_py import DeltaTable
+    from delta_connect_py.checkpoints import write_checkpoint
+
+    phases: dict[str, float] = {}
     start = time.perf_counter()
-    run()
+    snapshot = DeltaTable.for_path(spark, str(copy)).snapshot()
+    phases["snapshot"] = time.perf_counter() - start
+    snapshot.state  # noqa: B018 - runs the replay and the aggregation
+    phases["state"] = time.perf_counter() - start - phases["snapshot"]
+    result = write_checkpoint(snapshot, part_size)
+    snapshot.unpersist()
+    phases["total"] = time.perf_counter() - start
+    phases["write"] = phases["total"] - phases["snapshot"] - phases["state"]
+    return phases, result
+
+
+def _theirs(copy: Path) -> float:
+    import deltalake
+
+    start = time.perf_counter()
+    deltalake.DeltaTable(str(copy)).create_checkpoint()
     return time.perf_counter() - start
+
+
+def _prepare(source: Path, target: Path, without: bool) -> tuple[set[str], bytes | None]:
+    _copy(source, target, without)
+    hint = target / "_delta_log" / "_last_checkpoint"
+    return _log_files(target / "_delta_log"), hint.read_bytes() if hint.exists() else None
 
 
 def main() -> None:
@@ -40,37 +90,46 @@ def main() -> None:
     parser.add_argument("table", type=Path)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--part-size", type=int, default=None)
+    parser.add_argument("--without-checkpoints", action="store_true")
+    parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
 
     import deltalake
 
-    from delta_connect_py import DeltaTable, connect
+    from delta_connect_py import connect
 
     spark = connect()
-    ours: list[float] = []
-    theirs: list[float] = []
-    with tempfile.TemporaryDirectory() as scratch:
-        work = Path(scratch)
+    spark.range(1).collect()  # the session's first job pays start-up costs: not ours to time
+    work = args.work or Path(tempfile.mkdtemp(prefix="ckpt-bench-", dir="/tmp"))
+    ours_copy, theirs_copy = work / "ours", work / "delta-rs"
+    try:
+        ours_state = _prepare(args.table, ours_copy, args.without_checkpoints)
+        theirs_state = _prepare(args.table, theirs_copy, args.without_checkpoints)
+        runs: list[dict[str, float]] = []
+        theirs: list[float] = []
+        result = loaded = None
         for _ in range(args.repeat):
-            copy = _fresh_copy(args.table, work, "ours")
-            table = DeltaTable.for_path(spark, str(copy))
-            result = None
-
-            def run_ours(table: DeltaTable = table) -> None:
-                nonlocal result
-                result = table.create_checkpoint(part_size=args.part_size)
-
-            ours.append(_time(run_ours))
-            loaded = deltalake.DeltaTable(str(copy))
-            copy = _fresh_copy(args.table, work, "delta-rs")
-            theirs.append(
-                _time(lambda copy=copy: deltalake.DeltaTable(str(copy)).create_checkpoint())
-            )
+            _reset(ours_copy, *ours_state)
+            phases, result = _ours(spark, ours_copy, args.part_size)
+            runs.append(phases)
+            loaded = deltalake.DeltaTable(str(ours_copy))
+            loaded_files = len(loaded.get_add_actions())
+            _reset(theirs_copy, *theirs_state)
+            theirs.append(_theirs(theirs_copy))
+    finally:
+        if args.work is None:
+            shutil.rmtree(work, ignore_errors=True)
+    ours = [run["total"] for run in runs]
     print(f"table: {args.table}")
-    print(f"checkpoint: {result and dataclasses.replace(result, last_checkpoint=None)}")
-    print(f"delta-rs loads ours: version {loaded.version()}, {len(loaded.get_add_actions())} files")
-    print(f"delta_connect_py create_checkpoint: median {statistics.median(ours):.2f} s {ours}")
-    print(f"delta-rs create_checkpoint:        median {statistics.median(theirs):.2f} s {theirs}")
+    print(f"checkpoint: {result and dataclasses.replace(result, last_checkpoint=None, paths=())}")
+    print(f"delta-rs loads ours: version {loaded and loaded.version()}, {loaded_files} files")
+    for phase in ("snapshot", "state", "write"):
+        values = [round(run[phase], 2) for run in runs]
+        print(f"  ours {phase:<8} median {statistics.median(values):.2f} s {values}")
+    median_ours, median_theirs = statistics.median(ours), statistics.median(theirs)
+    print(f"delta_connect_py create_checkpoint: median {median_ours:.2f} s {ours}")
+    print(f"delta-rs create_checkpoint:        median {median_theirs:.2f} s {theirs}")
+    print(f"ratio ours / delta-rs: {median_ours / median_theirs:.2f}x")
 
 
 if __name__ == "__main__":

@@ -1,23 +1,29 @@
 """Writing checkpoints and cleaning up expired log files, on the server.
 
 Responsibility: :func:`create_checkpoint` writes a snapshot's reconstructed state as a Delta
-checkpoint (classic ``<v>.checkpoint.parquet`` or multi-part
-``<v>.checkpoint.<p>.<n>.parquet``) plus ``_last_checkpoint``; :func:`cleanup_metadata`
-deletes expired log files with delta-spark's semantics (decisions in
-``protocol.cleanup``). Both run as Spark jobs: Spark's DataFrameWriter writes the parquet into a
-staging folder inside ``_delta_log`` and a Python worker (``worker.checkpoint_files``) checks the
-add count, renames the parts to their final names, writes the hint and removes the staging.
+checkpoint plus ``_last_checkpoint``: classic ``<v>.checkpoint.parquet``, multi-part
+``<v>.checkpoint.<p>.<n>.parquet``, a classic-named V2 checkpoint (tables supporting
+``v2Checkpoint`` whose ``delta.checkpointPolicy`` is not ``v2``), or a UUID-named V2 checkpoint
+``<v>.checkpoint.<uuid>.json`` whose file actions live in ``_delta_log/_sidecars/*.parquet``
+(``delta.checkpointPolicy=v2``). :func:`cleanup_metadata` deletes expired log files with
+delta-spark's semantics (decisions in ``protocol.cleanup``). Both run as Spark jobs: Spark's
+DataFrameWriter writes the parquet into a staging folder inside ``_delta_log`` and a Python
+worker (``worker.checkpoint_files``) checks the add count, renames the parts (or sidecars) to
+their final names, writes the V2 top-level file and the hint and removes the staging.
 
 Invariants: the checkpoint holds exactly the snapshot's state (protocol, metaData, txn,
 domainMetadata, live adds with ``dataChange=false``, unexpired removes without ``stats`` and
-``tags``; ``add.stats`` only when ``delta.checkpoint.writeStatsAsJson``); multi-part parts are
-Spark-hash-partitioned by ``coalesce(add.path, remove.path)`` exactly as delta-spark does; no
-partial file is ever visible under a final name and ``_last_checkpoint`` is written only after
-every part exists; any failure removes the staging folder. Tables supporting ``v2Checkpoint``
-get a classic-named V2 checkpoint (one ``checkpointMetadata`` row, file actions inline); a
-multi-part request on them raises ``DELTA_CHECKPOINT_UNSUPPORTED`` (PROTOCOL.md forbids it).
-Not written yet: ``add.stats_parsed`` / ``add.partitionValues_parsed``
-(``delta.checkpoint.writeStatsAsStruct``), UUID-named V2 checkpoints with sidecars.
+``tags``); ``add.stats`` only when ``delta.checkpoint.writeStatsAsJson`` (default true);
+``add.stats_parsed`` / ``add.partitionValues_parsed`` when
+``delta.checkpoint.writeStatsAsStruct`` (default true, as delta-spark; see
+``checkpoint_stats``); multi-part parts and sidecars are Spark-hash-partitioned by
+``coalesce(add.path, remove.path)`` exactly as delta-spark does; no partial file is ever visible
+under a final name and ``_last_checkpoint`` is written only after every part exists; any
+failure removes the staging folder, and a folder left by a killed server is ignored by every
+reader and removed once stale (see ``worker.checkpoint_files``). A multi-part request on a
+table supporting ``v2Checkpoint`` with the classic policy raises ``DELTA_CHECKPOINT_UNSUPPORTED``
+(PROTOCOL.md forbids multi-part V2); with the v2 policy ``part_size`` sets the sidecar count
+(default: 50,000 actions per sidecar, as delta-spark).
 """
 
 from __future__ import annotations
@@ -32,6 +38,11 @@ from typing import TYPE_CHECKING, Any
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
+from delta_connect_py.checkpoint_stats import (
+    partition_values_parsed,
+    stats_parsed,
+    stats_schema,
+)
 from delta_connect_py.errors import (
     CheckpointNonExistTableError,
     CheckpointUnsupportedError,
@@ -47,6 +58,7 @@ from delta_connect_py.worker.checkpoint_files import (
     DELETED_SCHEMA,
     PUBLISHED_SCHEMA,
     STAGING_PREFIX,
+    STALE_STAGING_MS,
     DeleteRequest,
     PublishRequest,
     delete_log_files,
@@ -55,18 +67,25 @@ from delta_connect_py.worker.checkpoint_files import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table import DeltaTable
 
+__all__ = ["STAGING_PREFIX", "CheckpointResult", "cleanup_metadata", "create_checkpoint"]
+
 V2_CHECKPOINT_FEATURE = "v2Checkpoint"
+DELETION_VECTORS_FEATURE = "deletionVectors"
+#: delta-spark's default sidecar size for V2 checkpoints (actions per sidecar file).
+V2_SIDECAR_PART_SIZE = 50_000
 #: delta-spark leaves ``checkpointSchema`` out of ``_last_checkpoint`` above this JSON length.
 MAX_CHECKPOINT_SCHEMA_CHARS = 20_000
-#: One file per Spark task, compressed like delta-spark's checkpoints.
+#: One file per Spark task, compressed like delta-spark's checkpoints. Timestamps in
+#: ``stats_parsed`` as INT64 micros (Delta's timestamp type), not Spark's legacy INT96.
 WRITE_CONF = {
     "spark.sql.files.maxRecordsPerFile": "0",
     "spark.sql.parquet.compression.codec": "snappy",
+    "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
 }
 
 
@@ -75,13 +94,26 @@ class CheckpointResult:
     """What :func:`create_checkpoint` published."""
 
     version: int
+    #: Files of the checkpoint proper: parts (classic, multi-part) or 1 (V2 top-level file).
     parts: int
+    #: Every file written: the parts, or the V2 top-level file followed by its sidecars.
     paths: tuple[str, ...]
     num_actions: int
     size_in_bytes: int
     num_of_add_files: int
     #: The ``_last_checkpoint`` text written; None when a newer hint was kept.
     last_checkpoint: str | None
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a checkpoint is laid out."""
+
+    num_parts: int
+    #: V2 spec: the checkpoint holds one ``checkpointMetadata`` action.
+    v2: bool
+    #: UUID-named V2 checkpoint: file actions in ``num_parts`` sidecars.
+    sidecars: bool
 
 
 def _one_task(spark: SparkSession) -> DataFrame:
@@ -98,12 +130,35 @@ def num_parts_for(num_actions: int, part_size: int | None) -> int:
     return max(1, math.ceil(num_actions / part_size))
 
 
+def _features(snapshot: Snapshot) -> set[str]:
+    protocol = snapshot.protocol
+    return set(protocol.reader_features or ()) | set(protocol.writer_features or ())
+
+
 def supports_v2_checkpoints(snapshot: Snapshot) -> bool:
     """Whether the protocol lists the ``v2Checkpoint`` feature (then checkpoints are V2)."""
-    features = set(snapshot.protocol.reader_features or ()) | set(
-        snapshot.protocol.writer_features or ()
-    )
-    return V2_CHECKPOINT_FEATURE in features
+    return V2_CHECKPOINT_FEATURE in _features(snapshot)
+
+
+def checkpoint_layout(
+    snapshot: Snapshot, part_size: int | None, uuid_named: bool | None = None
+) -> Layout:
+    """The layout delta-spark would choose; ``uuid_named`` overrides the policy (V2 only)."""
+    state = snapshot.state
+    actions = state.num_of_files + state.num_of_removes
+    v2 = supports_v2_checkpoints(snapshot)
+    if uuid_named is None:
+        uuid_named = props.checkpoint_policy(snapshot.metadata.configuration) == "v2"
+    if v2 and uuid_named:
+        return Layout(num_parts_for(actions, part_size or V2_SIDECAR_PART_SIZE), True, True)
+    num_parts = num_parts_for(actions, part_size)
+    if v2 and num_parts > 1:
+        raise CheckpointUnsupportedError(
+            path=snapshot.table.table_root,
+            reason="the table supports v2Checkpoint, where multi-part checkpoints are "
+            "forbidden; omit part_size to write a classic-named V2 checkpoint.",
+        )
+    return Layout(num_parts, v2, False)
 
 
 def _checkpoint_metadata_row(snapshot: Snapshot, frame: DataFrame) -> DataFrame:
@@ -116,25 +171,50 @@ def _checkpoint_metadata_row(snapshot: Snapshot, frame: DataFrame) -> DataFrame:
     return snapshot.spark.range(1).select(*columns, metadata.alias("checkpointMetadata"))
 
 
-def checkpoint_frame(snapshot: Snapshot, num_parts: int, v2: bool) -> DataFrame:
-    """The checkpoint rows, hash-partitioned by file path into ``num_parts`` partitions."""
+def checkpoint_add(snapshot: Snapshot) -> Column:
+    """The checkpoint's ``add`` column: stats as JSON and/or typed, per the table's settings."""
+    configuration = snapshot.metadata.configuration
     add = F.col("add")
-    if not props.write_stats_as_json(snapshot.metadata.configuration):
+    if props.write_stats_as_struct(configuration):
+        schema, partitions = snapshot.schema, snapshot.partition_columns
+        typed_values = partition_values_parsed(F.col("add.partitionValues"), schema, partitions)
+        if typed_values is not None:
+            # when(): a nullable struct, like every checkpoint field.
+            typed_values = F.when(F.col("add").isNotNull(), typed_values)
+            add = add.withField("partitionValues_parsed", typed_values)
+        tight_bounds = DELETION_VECTORS_FEATURE in _features(snapshot)
+        parsed_type = stats_schema(schema, partitions, configuration, tight_bounds=tight_bounds)
+        add = add.withField("stats_parsed", stats_parsed(F.col("add.stats"), parsed_type))
+    if not props.write_stats_as_json(configuration):
         add = add.dropFields("stats")
-    frame = snapshot.state_df().select(
-        "txn",
-        add.alias("add"),
-        F.col("remove").dropFields("stats", "tags").alias("remove"),
-        "metaData",
-        "protocol",
-        "domainMetadata",
-    )
-    if v2:
+    return add
+
+
+def checkpoint_frame(snapshot: Snapshot, layout: Layout) -> DataFrame:
+    """The checkpoint rows (only file actions for sidecars), clustered into its parts."""
+    add, remove = checkpoint_add(snapshot), F.col("remove").dropFields("stats", "tags")
+    state = snapshot.state_df()
+    if layout.sidecars:
+        is_file = F.col("add.path").isNotNull() | F.col("remove.path").isNotNull()
+        frame = state.where(is_file).select(add.alias("add"), remove.alias("remove"))
+    else:
+        frame = state.select(
+            "txn",
+            add.alias("add"),
+            remove.alias("remove"),
+            "metaData",
+            "protocol",
+            "domainMetadata",
+        )
+    if layout.v2 and not layout.sidecars:
         extra = _checkpoint_metadata_row(snapshot, frame)
         frame = frame.withColumn(
             "checkpointMetadata", F.lit(None).cast(extra.schema["checkpointMetadata"].dataType)
         ).unionByName(extra)
-    return frame.repartition(num_parts, F.coalesce(F.col("add.path"), F.col("remove.path")))
+    if layout.num_parts == 1:
+        # One file: merging the state's partitions needs no shuffle.
+        return frame.coalesce(1)
+    return frame.repartition(layout.num_parts, F.coalesce(F.col("add.path"), F.col("remove.path")))
 
 
 def _nullable(data_type: DataType) -> DataType:
@@ -153,6 +233,26 @@ def checkpoint_schema_json(frame: DataFrame) -> str | None:
     """The written (all-nullable) schema as Spark JSON, or None when delta-spark would omit it."""
     text = json.dumps(_nullable(frame.schema).jsonValue(), separators=(",", ":"))
     return text if len(text) <= MAX_CHECKPOINT_SCHEMA_CHARS else None
+
+
+def _without_nulls(value: dict[str, Any]) -> dict[str, Any]:
+    return {key: item for key, item in value.items() if item is not None}
+
+
+def non_file_actions(snapshot: Snapshot) -> tuple[str, ...]:
+    """A UUID-named checkpoint's top-level actions other than sidecars, as JSON lines.
+
+    They come from the computed state, which the client holds already (one row each).
+    """
+    state = snapshot.state
+    actions: list[dict[str, Any]] = [
+        {"checkpointMetadata": {"version": snapshot.version}},
+        {"protocol": _without_nulls(state.protocol.to_action())},
+        {"metaData": _without_nulls(state.metadata.to_action())},
+    ]
+    actions += [{"txn": _without_nulls(dict(txn))} for txn in state.set_transactions]
+    actions += [{"domainMetadata": dict(domain)} for domain in state.domain_metadata]
+    return tuple(json.dumps(action, separators=(",", ":")) for action in actions)
 
 
 def _write_staging(snapshot: Snapshot, frame: DataFrame, staging: str) -> None:
@@ -178,33 +278,35 @@ def _discard(snapshot: Snapshot, staging: str) -> None:
         pass
 
 
-def _publish_request(snapshot: Snapshot, staging: str, num_parts: int, schema: str | None) -> Any:
+def _publish_request(snapshot: Snapshot, staging: str, layout: Layout, schema: str | None) -> Any:
     return PublishRequest(
         table_root=snapshot.table.table_root,
         log_dir=snapshot.table.log_dir,
         staging_dir=staging,
         version=snapshot.version,
-        num_parts=num_parts,
-        multi_part=num_parts > 1,
+        num_parts=layout.num_parts,
+        multi_part=layout.num_parts > 1 and not layout.sidecars,
         expected_adds=snapshot.state.num_of_files,
-        checkpoint_schema=schema,
+        checkpoint_schema=None if layout.sidecars else schema,
+        sidecars=layout.sidecars,
+        checkpoint_uuid=str(uuid.uuid4()) if layout.sidecars else "",
+        non_file_actions=non_file_actions(snapshot) if layout.sidecars else (),
+        now_ms=now_ms(),
     )
 
 
-def write_checkpoint(snapshot: Snapshot, part_size: int | None = None) -> CheckpointResult:
-    """Write ``snapshot`` as a checkpoint of its version and publish ``_last_checkpoint``."""
-    state = snapshot.state
-    num_parts = num_parts_for(state.num_of_files + state.num_of_removes, part_size)
-    v2 = supports_v2_checkpoints(snapshot)
-    if v2 and num_parts > 1:
-        raise CheckpointUnsupportedError(
-            path=snapshot.table.table_root,
-            reason="the table supports v2Checkpoint, where multi-part checkpoints are "
-            "forbidden; omit part_size to write a classic-named V2 checkpoint.",
-        )
-    frame = checkpoint_frame(snapshot, num_parts, v2)
+def write_checkpoint(
+    snapshot: Snapshot, part_size: int | None = None, *, uuid_named: bool | None = None
+) -> CheckpointResult:
+    """Write ``snapshot`` as a checkpoint of its version and publish ``_last_checkpoint``.
+
+    ``uuid_named`` (V2 tables only) overrides ``delta.checkpointPolicy``: True writes a
+    UUID-named checkpoint with sidecars, False a classic-named V2 checkpoint.
+    """
+    layout = checkpoint_layout(snapshot, part_size, uuid_named)
+    frame = checkpoint_frame(snapshot, layout)
     staging = f"{snapshot.table.log_dir}/{STAGING_PREFIX}{uuid.uuid4().hex}"
-    request = _publish_request(snapshot, staging, num_parts, checkpoint_schema_json(frame))
+    request = _publish_request(snapshot, staging, layout, checkpoint_schema_json(frame))
     _write_staging(snapshot, frame, staging)
     job = _one_task(snapshot.spark).mapInArrow(
         partial(publish_checkpoint, request), spark_schema(PUBLISHED_SCHEMA)
@@ -212,7 +314,7 @@ def write_checkpoint(snapshot: Snapshot, part_size: int | None = None) -> Checkp
     rows = collect(job)
     return CheckpointResult(
         version=snapshot.version,
-        parts=num_parts,
+        parts=1 if layout.sidecars else layout.num_parts,
         paths=tuple(row["path"] for row in rows),
         num_actions=sum(row["rows"] for row in rows),
         size_in_bytes=sum(row["bytes"] for row in rows),
@@ -261,13 +363,14 @@ def plan_table_cleanup(table: DeltaTable, now: int | None = None) -> tuple[Clean
 def cleanup_metadata(
     table: DeltaTable, *, dry_run: bool = False, now: int | None = None
 ) -> list[str]:
-    """Delete (``dry_run``: only list) expired log files and garbage sidecars; their paths.
+    """Delete (``dry_run``: only list) expired log files, garbage sidecars and stale staging
+    folders (left by checkpoint writers that died); their paths.
 
-    ``now`` (ms since the epoch) replaces the clock, for tests.
+    ``now`` (ms since the epoch) replaces the clock, for tests. The delete job runs even when
+    no log file has expired, so that stale staging folders are always swept.
     """
+    now = now_ms() if now is None else now
     plan, cutoff = plan_table_cleanup(table, now)
-    if not plan.delete:
-        return []
     request = DeleteRequest(
         log_dir=table.log_dir,
         paths=tuple(file.path for file in plan.delete),
@@ -275,6 +378,7 @@ def cleanup_metadata(
         sweep_sidecars=plan.deletes_checkpoint,
         cutoff_ms=cutoff,
         dry_run=dry_run,
+        stale_staging_before_ms=now - STALE_STAGING_MS,
     )
     job = _one_task(table.spark).mapInArrow(
         partial(delete_log_files, request), spark_schema(DELETED_SCHEMA)

@@ -1,16 +1,25 @@
-"""Checkpoints and expired-log cleanup written on the server, checked with delta-rs and replay."""
+"""Checkpoints and expired-log cleanup written on the server, checked with delta-rs,
+delta-kernel-rs (polars-deltalake) and our own replay, each loading the table from our checkpoint
+alone (earlier commits deleted in a copy)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import json
 import os
 import random
+import signal
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
+import polars_deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from delta_connect_py import checkpoints
@@ -73,15 +82,30 @@ def delta_rs_files(root: Path, version: int | None = None) -> tuple[int, list[st
     return table.version(), sorted(paths)
 
 
-def drop_log_before(root: Path, version: int) -> None:
-    """Delete every commit, checkpoint and crc up to ``version`` except its new checkpoint."""
+def drop_log_before(root: Path, version: int, keep: tuple[str, ...] | None = None) -> None:
+    """Delete every commit, checkpoint and crc up to ``version`` except its checkpoint(s);
+    with ``keep`` (names), also the other checkpoints of ``version`` and unkept sidecars."""
     for name in log_names(root):
         parsed = parse_log_file(name, 1, 0)
         if parsed is None or parsed.version > version:
             continue
-        if parsed.version == version and parsed.is_checkpoint:
+        if parsed.version == version and parsed.is_checkpoint and (keep is None or name in keep):
             continue
         os.remove(root / "_delta_log" / name)
+    sidecars = root / "_delta_log" / "_sidecars"
+    if keep is not None and sidecars.exists():
+        for path in sidecars.iterdir():
+            if path.name not in keep:
+                path.unlink()
+
+
+def kernel_rows(root: Path) -> list[str]:
+    """The table's rows as delta-kernel-rs (polars-deltalake) reads them; for the conformance
+    tables that ship their log without data files, the schema of the snapshot it loads."""
+    _, paths = delta_rs_files(root)
+    if not all((root / unquote(path)).exists() for path in paths):
+        return [repr(polars_deltalake.TableState(str(root)).schema())]
+    return sorted(repr(row) for row in polars_deltalake.read_delta(str(root)).rows())
 
 
 def check_hint(root: Path, result: checkpoints.CheckpointResult) -> None:
@@ -94,25 +118,42 @@ def check_hint(root: Path, result: checkpoints.CheckpointResult) -> None:
     assert hint.parts == (result.parts if result.parts > 1 else None)
 
 
-def checkpoint_and_verify(spark: Any, root: Path, part_size: int | None) -> None:
+def checkpoint_and_verify(
+    spark: Any, root: Path, part_size: int | None, *, uuid_named: bool | None = None
+) -> checkpoints.CheckpointResult:
+    """Checkpoint the latest version, then prove every reader loads that state from it alone."""
     before = state_of(spark, root)
+    rows_before = kernel_rows(root)
     table = DeltaTable.for_path(spark, str(root))
-    result = table.create_checkpoint(part_size=part_size)
+    if uuid_named is None:
+        result = table.create_checkpoint(part_size=part_size)
+    else:
+        snapshot = table.snapshot()
+        result = checkpoints.write_checkpoint(snapshot, part_size, uuid_named=uuid_named)
     assert result.version == before["version"]
     assert result.num_of_add_files == len(before["adds"])
     names = log_names(root)
     assert not [n for n in names if n.startswith(checkpoints.STAGING_PREFIX)]
-    if result.parts == 1:
-        assert checkpoint_name(result.version) in names
+    written = tuple(path.rsplit("/", 1)[1] for path in result.paths)
+    first = parse_log_file(written[0], 1, 0)
+    assert first is not None and first.version == result.version
+    if first.kind is LogFileKind.CHECKPOINT:
+        assert written == (checkpoint_name(result.version),)
+    elif first.kind is LogFileKind.MULTIPART_CHECKPOINT:
+        assert written == tuple(
+            multipart_checkpoint_name(result.version, part, result.parts)
+            for part in range(1, result.parts + 1)
+        )
     else:
-        for part in range(1, result.parts + 1):
-            assert multipart_checkpoint_name(result.version, part, result.parts) in names
+        assert first.kind is LogFileKind.UUID_CHECKPOINT
     check_hint(root, result)
-    drop_log_before(root, result.version)
+    drop_log_before(root, result.version, keep=written)
     assert state_of(spark, root) == before
     version, paths = delta_rs_files(root)
     assert version == before["version"]
     assert paths == sorted(path for path, _, _ in before["adds"])
+    assert kernel_rows(root) == rows_before
+    return result
 
 
 # Classic and multi-part alternate over the tables: every table is checkpointed once (the suite
@@ -127,15 +168,66 @@ def test_conformance_table_checkpoint(
     checkpoint_and_verify(spark, conformance_table(relative), part_size)
 
 
-def test_v2_table_gets_classic_named_v2_checkpoint(spark: Any, conformance_table: Any) -> None:
+def test_v2_table_classic_named_v2_checkpoint(spark: Any, conformance_table: Any) -> None:
     root = conformance_table(V2_TABLE)
     with pytest.raises(DeltaError, match="DELTA_CHECKPOINT_UNSUPPORTED"):
-        DeltaTable.for_path(spark, str(root)).create_checkpoint(part_size=1)
-    checkpoint_and_verify(spark, root, None)
-    rows = pa.parquet.read_table(
-        root / "_delta_log" / checkpoint_name(2), columns=["checkpointMetadata"]
-    )
+        snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+        checkpoints.write_checkpoint(snapshot, 1, uuid_named=False)
+    checkpoint_and_verify(spark, root, None, uuid_named=False)
+    rows = pq.read_table(root / "_delta_log" / checkpoint_name(2), columns=["checkpointMetadata"])
     assert rows.column(0).drop_null().to_pylist() == [{"version": 2, "tags": None}]
+
+
+def _json_actions(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_v2_policy_table_gets_uuid_named_checkpoint_with_sidecars(
+    spark: Any, conformance_table: Any
+) -> None:
+    """delta.checkpointPolicy=v2: a UUID-named top-level JSON file and parquet sidecars that
+    every reader loads alone; cleanup keeps the sidecars a retained checkpoint references."""
+    root = conformance_table(V2_TABLE)
+    result = checkpoint_and_verify(spark, root, 1)  # one action per sidecar: several sidecars
+    log = root / "_delta_log"
+    top, sidecars = result.paths[0].rsplit("/", 1)[1], result.paths[1:]
+    assert 1 < len(sidecars) <= result.num_of_add_files  # empty hash partitions: no sidecar
+    actions = _json_actions(log / top)
+    kinds = sorted(next(iter(action)) for action in actions)
+    assert kinds == sorted(
+        ["checkpointMetadata", "metaData", "protocol", *["sidecar"] * len(sidecars)]
+    )
+    assert {a["sidecar"]["path"] for a in actions if "sidecar" in a} == {
+        path.rsplit("/", 1)[1] for path in sidecars
+    }
+    for path in sidecars:
+        columns = pq.read_schema(log / "_sidecars" / path.rsplit("/", 1)[1]).names
+        assert columns == ["add", "remove"]
+    # A second checkpoint (after a commitInfo-only commit) makes the first one expire: cleanup
+    # deletes it and its sidecars, keeps the retained checkpoint's, and sweeps old strays.
+    commit = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "NOOP"}}
+    (log / commit_name(3)).write_text(json.dumps(commit) + "\n")
+    rows_before = kernel_rows(root)
+    second = DeltaTable.for_path(spark, str(root)).create_checkpoint()
+    kept = {path.rsplit("/", 1)[1] for path in second.paths[1:]}
+    stray = log / "_sidecars" / "stray.parquet"
+    pq.write_table(pa.table({"add": pa.array([None], pa.struct([("path", pa.string())]))}), stray)
+    old = time.time() - 60 * DAY_S
+    for path in sorted(log.iterdir()):
+        parsed = parse_log_file(path.name, 1, 0)
+        if parsed is not None:
+            os.utime(path, (old + parsed.version, old + parsed.version))
+    for path in (log / "_sidecars").iterdir():
+        os.utime(path, (old, old))
+    deleted = {
+        path.rsplit("/", 1)[1] for path in DeltaTable.for_path(spark, str(root)).cleanup_metadata()
+    }
+    assert top in deleted and stray.name in deleted
+    assert {path.rsplit("/", 1)[1] for path in sidecars} <= deleted
+    assert set(os.listdir(log / "_sidecars")) == kept
+    assert kernel_rows(root) == rows_before
+    assert delta_rs_files(root)[0] == 3
+    assert state_of(spark, root)["version"] == 3
 
 
 def random_delta_rs_table(root: Path, seed: int) -> None:
@@ -330,3 +422,263 @@ def test_cleanup_disabled_or_without_hint(spark: Any, tmp_path: Path) -> None:
         os.utime(root / "_delta_log" / name, (old, old))
     assert table.cleanup_metadata() == []
     assert next(f for f in table.list_log().files if f.kind is LogFileKind.COMMIT).version == 0
+    # Staging folders of dead writers are swept even then (they are not log files); a folder
+    # something wrote into within the last day may belong to a running writer and stays.
+    stale, live = (root / "_delta_log" / f"{checkpoints.STAGING_PREFIX}{n}" for n in ("a", "b"))
+    for folder in (stale, live):
+        (folder / "_temporary").mkdir(parents=True)
+        (folder / "_temporary" / "part-00000.parquet").write_bytes(b"partial")
+    for path in [stale, *stale.rglob("*")]:
+        os.utime(path, (old, old))
+    expected = [f"{table.log_dir}/{stale.name}"]
+    assert table.cleanup_metadata(dry_run=True) == expected and stale.exists()
+    assert table.cleanup_metadata() == expected
+    assert not stale.exists() and live.exists()
+
+
+# --- Typed stats and partition values (delta.checkpoint.writeStatsAsStruct) -----------------
+
+
+def checkpoint_adds(root: Path, result: checkpoints.CheckpointResult) -> list[dict[str, Any]]:
+    """The ``add`` values of the written checkpoint files (parts or sidecars)."""
+    adds: list[dict[str, Any]] = []
+    for uri in result.paths:
+        path = Path(uri.removeprefix("file:"))
+        if path.suffix == ".parquet":
+            column = pq.read_table(path, columns=["add"]).column(0)
+            adds += [add for add in column.to_pylist() if add is not None]
+    return adds
+
+
+def delta_rs_stats(root: Path) -> list[tuple[Any, ...]]:
+    """delta-rs's flattened add actions (path, size, stats, partition values) per file."""
+    actions = pa.table(deltalake.DeltaTable(str(root)).get_add_actions(flatten=True))
+    return sorted(tuple(row.values()) for row in actions.to_pylist())
+
+
+def test_stats_parsed_and_partition_values_parsed(spark: Any, tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    random_delta_rs_table(root, 0)  # partitioned by "part", stats on "id"
+    result = DeltaTable.for_path(spark, str(root)).create_checkpoint()
+    adds = checkpoint_adds(root, result)
+    assert len(adds) == result.num_of_add_files > 0
+    for add in adds:
+        stats = json.loads(add["stats"])
+        assert add["stats_parsed"] == {
+            "numRecords": stats["numRecords"],
+            "minValues": {"id": stats["minValues"]["id"]},
+            "maxValues": {"id": stats["maxValues"]["id"]},
+            "nullCount": {"id": stats["nullCount"]["id"]},
+        }
+        assert add["partitionValues_parsed"] == {"part": dict(add["partitionValues"])["part"]}
+
+
+def _set_configuration(spark: Any, root: Path, settings: dict[str, str]) -> None:
+    """Commit a metaData action adding ``settings`` to the table configuration."""
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+    metadata = snapshot.metadata.to_action()
+    metadata["configuration"] = {**metadata["configuration"], **settings}
+    action = {"metaData": {k: v for k, v in metadata.items() if v is not None}}
+    (root / "_delta_log" / commit_name(snapshot.version + 1)).write_text(json.dumps(action) + "\n")
+
+
+def _stats_by_path(spark: Any, root: Path) -> dict[str, dict[str, Any]]:
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+    rows = snapshot.all_files().select("path", "stats").collect()
+    snapshot.unpersist()
+    return {row["path"]: json.loads(row["stats"]) for row in rows}
+
+
+def test_struct_stats_only_with_column_mapping(spark: Any, conformance_table: Any) -> None:
+    """writeStatsAsJson=false: only typed stats, keyed by physical names; delta-rs and our
+    reader still see every file's statistics, read from ``stats_parsed`` alone."""
+    root = conformance_table("delta-rs/table_with_column_mapping/delta")
+    _set_configuration(spark, root, {"delta.checkpoint.writeStatsAsJson": "false"})
+    stats_before, ours_before = delta_rs_stats(root), _stats_by_path(spark, root)
+    result = checkpoint_and_verify(spark, root, None)
+    adds = checkpoint_adds(root, result)
+    schema = json.loads(state_of(spark, root)["metadata"].schema_string)
+    physical = {
+        f["name"]: f["metadata"]["delta.columnMapping.physicalName"] for f in schema["fields"]
+    }
+    data_column, partition_column = physical["Super Name"], physical["Company Very Short"]
+    for add in adds:
+        assert "stats" not in add
+        assert set(add["stats_parsed"]["minValues"]) == {data_column}
+        assert add["partitionValues_parsed"] == {
+            partition_column: dict(add["partitionValues"])[partition_column]
+        }
+    assert delta_rs_stats(root) == stats_before
+    ours = _stats_by_path(spark, root)
+    for path, stats in ours_before.items():
+        assert {k: ours[path][k] for k in stats} == stats
+
+
+# --- A server killed in the middle of a checkpoint ------------------------------------------
+
+KILL_PORTS = range(15013, 15020)
+
+
+def _kill_port() -> int:
+    from delta_connect_py.embedded import _port_open, free_port
+
+    return next((port for port in KILL_PORTS if not _port_open(port)), None) or free_port()
+
+
+def _worker_python() -> str:
+    vanilla = Path(__file__).resolve().parents[2] / ".venv-worker" / "bin" / "python"
+    return os.environ.get("DELTA_CONNECT_WORKER_PYTHON") or (
+        str(vanilla) if vanilla.exists() else sys.executable
+    )
+
+
+def _doomed_session(remote: str) -> Any:
+    """A session to a server that will be killed: few, short retries, so the client gives up
+    in seconds instead of minutes once the server is gone."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    from delta_connect_py.session import prepare_session
+
+    session = SparkSession.builder.remote(remote).create()
+    policy = DefaultPolicy(max_retries=2, initial_backoff=100, max_backoff=200)
+    session._client.set_retry_policies([policy])
+    prepare_session(session)
+    return session
+
+
+def _wait_for(condition: Any, what: str, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def _process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Spark's Python daemon leaves the JVM's process group)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        tree.append(current)
+        todo += children.get(current, [])
+    return tree
+
+
+def _kill_tree(pids: list[int]) -> None:
+    """SIGKILL every process, as if the machine died, and wait until they are gone."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+    def gone() -> bool:
+        return not any(Path(f"/proc/{pid}").exists() and _running(pid) for pid in pids)
+
+    _wait_for(gone, "the killed server's processes to exit", 60)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _staging_dirs(root: Path) -> list[Path]:
+    return [
+        p for p in (root / "_delta_log").iterdir() if p.name.startswith(checkpoints.STAGING_PREFIX)
+    ]
+
+
+def _slow_writer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each writer task yields one batch and then stalls, so the kill lands mid-write."""
+    original = checkpoints.checkpoint_frame
+
+    def stalled_frame(*args: Any) -> Any:
+        frame = original(*args)
+
+        def stall(batches: Any) -> Any:
+            import time as worker_time
+
+            for batch in batches:
+                yield batch
+                worker_time.sleep(600)
+
+        return frame.mapInArrow(stall, frame.schema)
+
+    monkeypatch.setattr(checkpoints, "checkpoint_frame", stalled_frame)
+
+
+def _checkpoint_files(root: Path, version: int) -> list[str]:
+    """Names of ``version``'s checkpoint files; each must be a complete parquet file."""
+    names = []
+    for name in log_names(root):
+        parsed = parse_log_file(name, 1, 0)
+        if parsed is not None and parsed.is_checkpoint and parsed.version == version:
+            pq.read_metadata(root / "_delta_log" / name)  # raises on a partial file
+            names.append(name)
+    return names
+
+
+@pytest.mark.embedded
+def test_server_killed_mid_checkpoint(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL of the whole server (JVM and Python workers) while the writer tasks are writing
+    the parts: no checkpoint file appears, the hint is untouched, readers (ours on another
+    server, delta-rs, delta-kernel-rs) ignore the staging folder left behind, and a re-run
+    completes the checkpoint and removes that folder once it is stale. (A failure after some
+    parts were renamed is covered by test_failed_publish_and_mismatch_publish_nothing_visible.)
+    """
+    from delta_connect_py.embedded import EmbeddedServer
+
+    root = tmp_path / "t"
+    random_delta_rs_table(root, 2)
+    before, rows_before, hint_before = state_of(spark, root), kernel_rows(root), _hint_text(root)
+    server = EmbeddedServer(port=_kill_port(), worker_python=_worker_python()).start()
+    try:
+        doomed = _doomed_session(server.remote)
+        _slow_writer(monkeypatch)
+        outcome: list[BaseException | None] = []
+
+        def run() -> None:
+            try:
+                DeltaTable.for_path(doomed, str(root)).create_checkpoint(part_size=2)
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        _wait_for(lambda: _staging_dirs(root), "the staging folder")
+        _wait_for(lambda: list(_staging_dirs(root)[0].rglob("part-*")), "a writer's open file")
+        assert server.process is not None
+        _kill_tree(_process_tree(server.process.pid))
+        server.process.wait(timeout=60)
+        thread.join(timeout=120)
+        with contextlib.suppress(Exception):
+            doomed.stop()
+        assert outcome and outcome[0] is not None  # the client saw the failure
+    finally:
+        server.stop()
+        monkeypatch.undo()
+    # Nothing under a final name (a partial file there would fail to parse); the hint unchanged.
+    assert _checkpoint_files(root, before["version"]) == []
+    assert _hint_text(root) == hint_before
+    assert _staging_dirs(root)  # the dead writer's folder is left behind ...
+    assert state_of(spark, root) == before  # ... and ignored by every reader
+    assert delta_rs_files(root) == (before["version"], sorted(p for p, _, _ in before["adds"]))
+    assert kernel_rows(root) == rows_before
+    # Stale (nothing written for a day): the next checkpoint's publish removes it.
+    old = time.time() - 2 * DAY_S
+    for path in [*_staging_dirs(root)[0].rglob("*"), _staging_dirs(root)[0]]:
+        os.utime(path, (old, old))
+    checkpoint_and_verify(spark, root, 2)
