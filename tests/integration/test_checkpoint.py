@@ -267,19 +267,11 @@ def test_failed_write_leaves_nothing(
 ) -> None:
     root = conformance_table(CONFORMANCE_TABLES[0])
     before_names, before_hint = log_names(root), _hint_text(root)
-    original = checkpoints.checkpoint_frame
 
-    def failing_frame(*args: Any) -> Any:
-        frame = original(*args)
+    def explode() -> None:  # nested: pickled by value, the server cannot import tests
+        raise RuntimeError("injected failure inside the checkpoint writer")
 
-        def explode(batches: Any) -> Any:
-            for batch in batches:
-                yield batch
-                raise RuntimeError("injected failure inside the checkpoint writer")
-
-        return frame.mapInArrow(explode, frame.schema)
-
-    monkeypatch.setattr(checkpoints, "checkpoint_frame", failing_frame)
+    _after_first_written_batch(monkeypatch, explode)
     with pytest.raises(Exception, match="injected failure"):
         DeltaTable.for_path(spark, str(root)).create_checkpoint()
     assert log_names(root) == before_names
@@ -598,23 +590,30 @@ def _staging_dirs(root: Path) -> list[Path]:
     ]
 
 
-def _slow_writer(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each writer task yields one batch and then stalls, so the kill lands mid-write."""
+def _after_first_written_batch(
+    monkeypatch: pytest.MonkeyPatch, action: Any, flush_bytes: int = 0
+) -> None:
+    """Each checkpoint writer task writes its first batch, then runs ``action`` (on the
+    server's worker). With ``flush_bytes``, the batch is first repeated until that many bytes
+    have gone out: the worker's output stream is buffered, and a small batch would otherwise
+    never reach the writer before ``action`` stalls the task."""
     original = checkpoints.checkpoint_frame
 
-    def stalled_frame(*args: Any) -> Any:
+    def wrapped_frame(*args: Any) -> Any:
         frame = original(*args)
 
-        def stall(batches: Any) -> Any:
-            import time as worker_time
-
+        def write_then_act(batches: Any) -> Any:
             for batch in batches:
                 yield batch
-                worker_time.sleep(600)
+                sent = batch.nbytes
+                while sent < flush_bytes and batch.num_rows:
+                    yield batch
+                    sent += batch.nbytes
+                action()
 
-        return frame.mapInArrow(stall, frame.schema)
+        return frame.mapInArrow(write_then_act, frame.schema)
 
-    monkeypatch.setattr(checkpoints, "checkpoint_frame", stalled_frame)
+    monkeypatch.setattr(checkpoints, "checkpoint_frame", wrapped_frame)
 
 
 def _checkpoint_files(root: Path, version: int) -> list[str]:
@@ -643,10 +642,17 @@ def test_server_killed_mid_checkpoint(
     root = tmp_path / "t"
     random_delta_rs_table(root, 2)
     before, rows_before, hint_before = state_of(spark, root), kernel_rows(root), _hint_text(root)
+
+    def stall() -> None:  # nested: pickled by value; stalls the writer so the kill lands mid-write
+        import time as worker_time
+
+        worker_time.sleep(600)
+
     server = EmbeddedServer(port=_kill_port(), worker_python=_worker_python()).start()
     try:
         doomed = _doomed_session(server.remote)
-        _slow_writer(monkeypatch)
+        # Padding rows go into a part file that is never published: the server dies first.
+        _after_first_written_batch(monkeypatch, stall, flush_bytes=1 << 20)
         outcome: list[BaseException | None] = []
 
         def run() -> None:
