@@ -114,11 +114,7 @@ class Snapshot:
         if previous is None:
             loaded = load_actions(self.spark, self.segment, self.table.log_dir)
             return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
-        new_commits = dataclasses.replace(
-            self.segment,
-            checkpoint=None,
-            commits=tuple(c for c in self.segment.commits if c.version > previous.version),
-        )
+        new_commits = _commits_after(self.segment, previous.version)
         return reconstruct_after(
             previous.state_df(),
             previous_commit=file_uri(f"{self.table.log_dir}/{commit_name(previous.version)}"),
@@ -139,7 +135,8 @@ class Snapshot:
         segment = table.log_segment()
         if segment.version == self.version:
             return self
-        new_versions = [c.version for c in segment.commits if c.version > self.version]
+        new_commits = _commits_after(segment, self.version)
+        new_versions = [c.version for c in new_commits.commits]
         reusable = (
             "_state_df" in self.__dict__
             and segment.checkpoint_version <= self.version
@@ -147,9 +144,6 @@ class Snapshot:
         )
         if not reusable:
             return table.snapshot(snapshot_partitions=self.snapshot_partitions)
-        new_commits = dataclasses.replace(
-            segment, commits=tuple(c for c in segment.commits if c.version > self.version)
-        )
         pm = protocol_and_metadata(
             self.spark, new_commits, table.log_dir, previous=self.protocol_and_metadata
         )
@@ -230,6 +224,13 @@ class Snapshot:
                 "setTransactions": list(state.set_transactions),
             },
         }
+
+
+def _commits_after(segment: LogSegment, version: int) -> LogSegment:
+    """``segment`` reduced to its commits after ``version`` (no checkpoint)."""
+    return dataclasses.replace(
+        segment, checkpoint=None, commits=tuple(c for c in segment.commits if c.version > version)
+    )
 
 
 def now_ms() -> int:

@@ -51,7 +51,6 @@ BROADCAST_COMMIT_BYTES = 256 << 20
 
 STATE_SPARK_SCHEMA = spark_schema(STATE_SCHEMA)
 STATE_COLUMNS = [field.name for field in STATE_SPARK_SCHEMA.fields]
-_ACTION_FIELDS = STATE_SPARK_SCHEMA.fields
 _KEY = "_replay_key"
 
 
@@ -158,7 +157,9 @@ def _source_files(checkpoint: DataFrame) -> DataFrame:
     table's log: the rows read directly from the checkpoint come from exactly these files, and
     this costs one scan of a metadata column rather than a check on every row of every query.
     """
-    null_actions = [F.lit(None).cast(field.dataType).alias(field.name) for field in _ACTION_FIELDS]
+    null_actions = [
+        F.lit(None).cast(field.dataType).alias(field.name) for field in STATE_SPARK_SCHEMA.fields
+    ]
     return (
         checkpoint.select(FILE_COLUMN)
         .distinct()
@@ -186,11 +187,10 @@ def _as_state_rows(checkpoint_file_rows: DataFrame) -> DataFrame:
     saying so lets queries skip reading them.
     """
     columns = [
-        F.col(name).withField("dataChange", F.lit(False))  # withField keeps a null struct null
-        if name in ("add", "remove")
-        else F.lit(None).cast(field.dataType)
-        for name, field in ((field.name, field) for field in STATE_SPARK_SCHEMA.fields)
+        # withField keeps a null struct null
+        F.col(field.name).withField("dataChange", F.lit(False)).alias(field.name)
+        if field.name in ("add", "remove")
+        else F.lit(None).cast(field.dataType).alias(field.name)
+        for field in STATE_SPARK_SCHEMA.fields
     ]
-    return checkpoint_file_rows.select(
-        *[column.alias(name) for column, name in zip(columns, STATE_COLUMNS, strict=True)]
-    )
+    return checkpoint_file_rows.select(*columns)

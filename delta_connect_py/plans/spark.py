@@ -22,7 +22,6 @@ from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from delta_connect_py.session import translate_server_error
-from delta_connect_py.worker.failures import FAILURE_END, FAILURE_START
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -158,20 +157,6 @@ def _conformed_field(column: Column, present: dict[str, DataType], field: Struct
 def _rebuilt_struct(column: Column, present: dict[str, DataType], target: StructType) -> Column:
     fields = [_conformed_field(column, present, field).alias(field.name) for field in target.fields]
     return F.when(column.isNull(), F.lit(None).cast(target)).otherwise(F.struct(*fields))
-
-
-def delta_error_column(error_class: str, parameters: dict[str, Column]) -> Column:
-    """A ``raise_error`` whose message the client decodes into ``error_class`` (see
-    ``worker.failures``): checks that fail inside a Spark expression, not a Python worker."""
-    payload = F.to_json(
-        F.struct(
-            F.lit(error_class).alias("error_class"),
-            F.struct(*[value.alias(name) for name, value in parameters.items()]).alias(
-                "parameters"
-            ),
-        )
-    )
-    return F.raise_error(F.concat(F.lit(FAILURE_START), payload, F.lit(FAILURE_END)))
 
 
 def struct_fields(schema: StructType) -> dict[str, DataType]:

@@ -16,10 +16,9 @@ import re
 
 from delta_connect_py.errors import DeltaError
 
-#: The markers around the JSON payload; Spark expressions (``raise_error``) use them too.
-FAILURE_START = "<<DELTA_CONNECT_FAILURE "
-FAILURE_END = " DELTA_CONNECT_FAILURE>>"
-_PATTERN = re.compile(re.escape(FAILURE_START) + r"(\{.*?\})" + re.escape(FAILURE_END), re.DOTALL)
+_START = "<<DELTA_CONNECT_FAILURE "
+_END = " DELTA_CONNECT_FAILURE>>"
+_PATTERN = re.compile(re.escape(_START) + r"(\{.*?\})" + re.escape(_END), re.DOTALL)
 
 
 class WorkerFailure(RuntimeError):
@@ -29,7 +28,7 @@ class WorkerFailure(RuntimeError):
         payload = json.dumps(
             {"error_class": error.error_class, "parameters": error.message_parameters}
         )
-        super().__init__(f"{FAILURE_START}{payload}{FAILURE_END}")
+        super().__init__(f"{_START}{payload}{_END}")
 
 
 def _subclasses(cls: type[DeltaError]) -> list[type[DeltaError]]:
