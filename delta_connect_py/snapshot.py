@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.plans.loading import load_actions
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
-from delta_connect_py.plans.replay import reconstruct, reconstruct_after
+from delta_connect_py.plans.replay import ReconstructedState, reconstruct, reconstruct_after
 from delta_connect_py.plans.state import State, compute_state
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
@@ -109,20 +109,24 @@ class Snapshot:
         )
 
     @cached_property
-    def _state_df(self) -> DataFrame:
+    def _reconstructed(self) -> ReconstructedState:
         previous = self.previous
         if previous is None:
             loaded = load_actions(self.spark, self.segment, self.table.log_dir)
             return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
         new_commits = _commits_after(self.segment, previous.version)
         return reconstruct_after(
-            previous.state_df(),
+            previous._reconstructed,
             previous_commit=file_uri(f"{self.table.log_dir}/{commit_name(previous.version)}"),
             previous_version=previous.version,
             actions=load_actions(self.spark, new_commits, self.table.log_dir),
             config=self.replay_config(),
             num_partitions=self.snapshot_partitions,
         )
+
+    @cached_property
+    def _state_df(self) -> DataFrame:
+        return self._reconstructed.rows(self.replay_config())
 
     def update(self) -> Snapshot:
         """The table's latest snapshot, built on this one's server-side state.
@@ -138,7 +142,7 @@ class Snapshot:
         new_commits = _commits_after(segment, self.version)
         new_versions = [c.version for c in new_commits.commits]
         reusable = (
-            "_state_df" in self.__dict__
+            "_reconstructed" in self.__dict__
             and segment.checkpoint_version <= self.version
             and new_versions == list(range(self.version + 1, segment.version + 1))
         )
@@ -202,6 +206,7 @@ class Snapshot:
         ``state_df()`` replays again.
         """
         self.__dict__.pop("_state_df", None)
+        self.__dict__.pop("_reconstructed", None)
 
     def describe(self) -> dict[str, Any]:
         """Version, protocol, metadata and computed state as plain values (runs the state job)."""

@@ -27,13 +27,19 @@ _SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*:"
 def file_key(table_root: str) -> Column:
     """``canonical path + NUL + DV unique id ('' without a DV)`` of the row's add or remove."""
     path = F.coalesce(F.col("add.path"), F.col("remove.path"))
-    dv_id = F.coalesce(dv_unique_id_column("add"), dv_unique_id_column("remove"), F.lit(""))
-    return F.concat(canonical_path_column(path, table_root), F.lit("\x00"), dv_id)
+    return F.concat(canonical_path_column(path, table_root), F.lit("\x00"), deletion_vector_id())
 
 
-def dv_unique_id_column(action: str) -> Column:
+def deletion_vector_id(add: Column | None = None, remove: Column | None = None) -> Column:
+    """The DV unique id of the row's ``add`` or ``remove`` struct ('' without a DV)."""
+    add = F.col("add") if add is None else add
+    remove = F.col("remove") if remove is None else remove
+    return F.coalesce(dv_unique_id_column(add), dv_unique_id_column(remove), F.lit(""))
+
+
+def dv_unique_id_column(action: Column) -> Column:
     """``storageType + pathOrInlineDv [+ "@" + offset]``; null without a deletion vector."""
-    dv = F.col(f"{action}.deletionVector")
+    dv = action.getField("deletionVector")
     base = F.concat(
         dv.getField("storageType"), F.coalesce(dv.getField("pathOrInlineDv"), F.lit(""))
     )

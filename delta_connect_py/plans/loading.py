@@ -59,11 +59,40 @@ NON_STATE_LINE_PREFIXES = ('{"commitInfo"', '{"cdc"')
 
 
 @dataclass(frozen=True)
-class SegmentActions:
-    """A segment's state action rows, the checkpoint's apart from the commits' (either may be
-    None), and the bytes each was read from."""
+class CheckpointFrames:
+    """A checkpoint's files as Spark reads them: the top-level file(s), then any sidecars.
 
-    checkpoint: DataFrame | None
+    Each frame has every state action column at the top level (absent ones null) but keeps the
+    struct types the files were written with; ``state_rows`` conforms them to the protocol's.
+    """
+
+    frames: tuple[DataFrame, ...]
+    version: int
+
+    def non_file_rows(self) -> DataFrame:
+        """Rows holding neither an add nor a remove path, conformed to the state columns and
+        tagged with version and source file; their (pathless) add and remove are left out, so
+        the scan reads no file action's fields but the paths it filters on."""
+        no_file_actions = {
+            name: F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType) for name in ("add", "remove")
+        }
+        is_file_action = F.col("add.path").isNotNull() | F.col("remove.path").isNotNull()
+        return union_all(
+            [
+                conformed_state_rows(frame.where(~is_file_action), self.version).withColumns(
+                    no_file_actions
+                )
+                for frame in self.frames
+            ]
+        )
+
+
+@dataclass(frozen=True)
+class SegmentActions:
+    """A segment's action rows, the checkpoint's apart from the commits' (either may be None),
+    and the bytes each was read from."""
+
+    checkpoint: CheckpointFrames | None
     commits: DataFrame | None
     checkpoint_bytes: int
     commit_bytes: int
@@ -181,8 +210,18 @@ def _add_with_stats(actual: StructType, target: StructType) -> Column:
 
 def conformed_state_rows(frame: DataFrame, version: int) -> DataFrame:
     """Checkpoint (or sidecar) rows as the state columns, tagged with the checkpoint version."""
-    actual = struct_fields(frame.schema)
-    columns = []
+    columns = conformed_state_columns(frame.schema)
+    return frame.select(
+        *[column.alias(name) for name, column in columns.items()],
+        F.lit(version).cast("long").alias(VERSION_COLUMN),
+        F.col("_metadata.file_path").alias(FILE_COLUMN),
+    )
+
+
+def conformed_state_columns(schema: StructType) -> dict[str, Column]:
+    """Each state column of rows read with ``schema``, conformed to the protocol's type."""
+    actual = struct_fields(schema)
+    columns = {}
     for field in STATE_SPARK_SCHEMA.fields:
         if field.name not in actual:
             column = F.lit(None).cast(field.dataType)
@@ -190,12 +229,20 @@ def conformed_state_rows(frame: DataFrame, version: int) -> DataFrame:
             column = _add_with_stats(actual["add"], field.dataType)  # type: ignore[arg-type]
         else:
             column = conform(F.col(field.name), actual[field.name], field.dataType)
-        columns.append(column.alias(field.name))
-    return frame.select(
-        *columns,
-        F.lit(version).cast("long").alias(VERSION_COLUMN),
-        F.col("_metadata.file_path").alias(FILE_COLUMN),
-    )
+        columns[field.name] = column
+    return columns
+
+
+def with_file_action_columns(frame: DataFrame) -> DataFrame:
+    """``frame`` with an ``add`` and a ``remove`` column (null when its files have none), so
+    file actions can be told apart without knowing which columns a checkpoint part wrote."""
+    present = struct_fields(frame.schema)
+    missing = {
+        name: F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType)
+        for name in ("add", "remove")
+        if name not in present
+    }
+    return frame.withColumns(missing) if missing else frame
 
 
 def sidecar_paths(frame: DataFrame, log_dir: str) -> list[str]:
@@ -212,30 +259,33 @@ def _sidecar_location(path: str, log_dir: str) -> str:
     return f"{log_dir.rstrip('/')}/_sidecars/{unquote(path)}"
 
 
-def checkpoint_state_rows(
+def checkpoint_frames(
     spark: SparkSession, segment: LogSegment, log_dir: str
-) -> tuple[DataFrame, int]:
-    """The checkpoint's state rows (top-level file(s) plus sidecars) and their byte size."""
+) -> tuple[CheckpointFrames, int]:
+    """The checkpoint's frames (top-level file(s) plus sidecars) and their byte size."""
     checkpoint = segment.checkpoint
     assert checkpoint is not None
     top_level = read_checkpoint_files(spark, checkpoint.files)
-    frames = [conformed_state_rows(top_level, checkpoint.version)]
+    frames = [top_level]
     sidecars = sidecar_paths(top_level, log_dir)
     if sidecars:
-        sidecar_frame = spark.read.option("mergeSchema", "true").parquet(
-            *[escape_glob(path) for path in sidecars]
+        frames.append(
+            spark.read.option("mergeSchema", "true").parquet(
+                *[escape_glob(path) for path in sidecars]
+            )
         )
-        frames.append(conformed_state_rows(sidecar_frame, checkpoint.version))
     size = sum(f.size for f in checkpoint.files)
-    return union_all(frames), size
+    return CheckpointFrames(
+        tuple(with_file_action_columns(frame) for frame in frames), checkpoint.version
+    ), size
 
 
 def load_actions(spark: SparkSession, segment: LogSegment, log_dir: str) -> SegmentActions:
     """Every action row replay needs for ``segment``: the checkpoint's and the commits'."""
-    checkpoint: DataFrame | None = None
+    checkpoint: CheckpointFrames | None = None
     checkpoint_bytes = 0
     if segment.checkpoint is not None:
-        checkpoint, checkpoint_bytes = checkpoint_state_rows(spark, segment, log_dir)
+        checkpoint, checkpoint_bytes = checkpoint_frames(spark, segment, log_dir)
     return SegmentActions(
         checkpoint=checkpoint,
         commits=commit_state_rows(spark, segment.commits) if segment.commits else None,

@@ -4,22 +4,26 @@ Responsibility: delta-spark's ``stateReconstruction`` as Spark Connect DataFrame
 The commits' actions (with the checkpoint's non-file actions) are repartitioned by a file-path
 key and replayed partition-wise with ``mapInArrow`` (``worker.replay.replay_partition``); that
 result is kept on the server as a local checkpoint. A checkpoint's file action whose file key no
-commit has is already reconciled, so it joins the state as it is, read straight from the
+replayed action has is already reconciled, so it joins the state as it is, read straight from the
 checkpoint parquet (Delta Kernel's plan): the checkpoint, usually most of the state, is never
 shuffled nor sent through Python, and queries over the state read only the columns they use.
+``update`` replays only the new commits (with the earlier replay's non-file actions) and keeps
+the earlier replayed file actions no new action has the key of.
 
 Invariants: the partition key is a function of the file name that is equal for any two paths
 whose canonical keys are equal (the lower-cased last path segment: canonicalization only changes
 scheme/authority and the case of hex escapes), so all actions of one file key meet in one
 partition; every non-file action meets in one partition. A checkpoint file action is dropped
 exactly when a replayed action (every commit key's newest action, tombstones included) has its
-file key (``plans.file_keys``, equal to the worker's key): a commit's action always supersedes
-the checkpoint's. Like Delta Kernel, this relies on the protocol's rule that a checkpoint holds
-reconciled state (at most one action per file key): duplicates inside one checkpoint are not
-removed. The number of partitions never changes the result. The files checkpoint rows
-come from are checked by the replay worker to lie in this table's ``_delta_log``
-(``DELTA_LOG_FILE_OUTSIDE_TABLE``) before any state is returned. Tombstone retention is applied
-last, to replayed and direct rows alike.
+file key (``plans.file_keys``: canonical path and DV id, equal to the worker's key): a commit's
+action always supersedes the checkpoint's. The join on keys runs on the checkpoint rows as read,
+before they are conformed to the protocol's struct types, so Spark can still prune the structs'
+fields. Like Delta Kernel, this relies on the protocol's rule that a checkpoint holds reconciled
+state (at most one action per file key): duplicates inside one checkpoint are not removed. The
+number of partitions never changes the result. Every file the checkpoint is read from is checked
+to lie in this table's ``_delta_log`` (``DELTA_LOG_FILE_OUTSIDE_TABLE``) before any state is
+returned; commit rows are checked by the replay worker. Tombstone retention is applied last, to
+replayed and checkpoint rows alike.
 """
 
 from __future__ import annotations
@@ -31,15 +35,17 @@ from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
 
-from delta_connect_py.plans.file_keys import file_key
+from delta_connect_py.errors import LogFileOutsideTableError
+from delta_connect_py.plans.file_keys import canonical_path_column, deletion_vector_id
+from delta_connect_py.plans.loading import conformed_state_columns
 from delta_connect_py.plans.spark import materialize, spark_schema, union_all
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
-from delta_connect_py.worker.replay import ReplayConfig, replay_partition
+from delta_connect_py.worker.replay import ReplayConfig, first_foreign_source, replay_partition
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-    from delta_connect_py.plans.loading import SegmentActions
+    from delta_connect_py.plans.loading import CheckpointFrames, SegmentActions
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
 #: Input bytes one replay partition should handle before another is worth its overhead.
@@ -51,12 +57,16 @@ BROADCAST_COMMIT_BYTES = 256 << 20
 
 STATE_SPARK_SCHEMA = spark_schema(STATE_SCHEMA)
 STATE_COLUMNS = [field.name for field in STATE_SPARK_SCHEMA.fields]
-_KEY = "_replay_key"
+_PATH = "_file_path_key"
+_DV_ID = "_file_dv_key"
+_KEY_COLUMNS = [_PATH, _DV_ID]
+#: ``update`` joins new replays onto earlier ones lazily at most this many times in a row
+#: before materializing, so repeated updates never grow an ever deeper plan.
+MAX_LAZY_UPDATES = 8
 
 
 def partition_key() -> Column:
-    path = F.coalesce(F.col("add.path"), F.col("remove.path"))
-    return F.lower(F.substring_index(path, "/", -1))
+    return F.lower(F.substring_index(_action_path(), "/", -1))
 
 
 def partitions_for(input_bytes: int, maximum: int = DEFAULT_SNAPSHOT_PARTITIONS) -> int:
@@ -71,100 +81,164 @@ def replay(actions: DataFrame, config: ReplayConfig, num_partitions: int) -> Dat
     )
 
 
+@dataclasses.dataclass(frozen=True)
+class ReconstructedState:
+    """A snapshot's state as kept on the server: what was replayed, and the checkpoint under it.
+
+    ``replayed`` holds every replayed action (tombstones of any age included), materialized or a
+    join of materialized results; ``checkpoint`` is the checkpoint the replay started from (None
+    without one). ``rows`` combines them lazily.
+    """
+
+    checkpoint: CheckpointFrames | None
+    replayed: DataFrame
+    table_root: str
+    #: Small enough replays have their keys broadcast to every task rather than shuffled.
+    broadcast_keys: bool
+    #: Updates joined lazily onto ``replayed`` since it was last materialized.
+    lazy_updates: int = 0
+
+    def rows(self, config: ReplayConfig) -> DataFrame:
+        """The state: one action per row as a checkpoint holds it, tombstones retained per
+        ``config``."""
+        parts = [self.replayed]
+        if self.checkpoint is not None:
+            keys = _file_keys(self.replayed, self.table_root, self.broadcast_keys)
+            frames = self.checkpoint.frames
+            parts = [*(_unreplayed_files(f, keys, self.table_root) for f in frames), self.replayed]
+        return union_all(parts).where(retained(config))
+
+
 def reconstruct(
     actions: SegmentActions, config: ReplayConfig, num_partitions: int | None = None
-) -> DataFrame:
+) -> ReconstructedState:
     """The state of a segment (runs the replay job now; the rest stays lazy)."""
+    to_replay = [actions.commits] if actions.commits is not None else []
+    if actions.checkpoint is not None:
+        for frame in actions.checkpoint.frames:
+            check_read_from_log(frame, config.log_dir)
+        to_replay = [actions.checkpoint.non_file_rows(), *to_replay]
     partitions = num_partitions or partitions_for(actions.commit_bytes)
-    # Retention is applied to the union below, so the replay keeps every tombstone.
-    keep_tombstones = dataclasses.replace(config, min_file_retention_timestamp=None)
-    if actions.checkpoint is None:
-        assert actions.commits is not None
-        replayed = materialize(replay(actions.commits, keep_tombstones, partitions))
-        return replayed.where(retained(config))
-    checkpoint = actions.checkpoint
-    return _state_over(
-        base_files=_as_state_rows(checkpoint.where(_is_file_action())),
-        to_replay=[checkpoint.where(~_is_file_action()), _source_files(checkpoint)],
-        commits=actions.commits,
-        commit_bytes=actions.commit_bytes,
-        config=config,
-        partitions=partitions,
+    return ReconstructedState(
+        checkpoint=actions.checkpoint,
+        replayed=_replayed(to_replay, config, partitions),
+        table_root=config.table_root,
+        broadcast_keys=actions.commit_bytes <= BROADCAST_COMMIT_BYTES,
     )
 
 
 def reconstruct_after(
-    previous_state: DataFrame,
+    previous: ReconstructedState,
     previous_commit: str,
     previous_version: int,
     actions: SegmentActions,
     config: ReplayConfig,
     num_partitions: int | None = None,
-) -> DataFrame:
+) -> ReconstructedState:
     """The state after ``actions.commits`` applied to an earlier snapshot's state.
 
-    The earlier state plays the checkpoint's part: already reconciled, its file actions stay
-    unless a new commit has their key; its other actions are replayed with the new commits,
-    attributed to its newest commit file ``previous_commit`` (so the source check passes).
+    Only the new commits are replayed, with the earlier replay's non-file actions (attributed
+    to its newest commit file ``previous_commit``, so the source check passes); its file actions
+    stay unless a new action has their key, and the checkpoint under it stays as it was.
     """
-    others = previous_state.where(~_is_file_action()).select(
+    assert actions.commits is not None
+    others = previous.replayed.where(~_is_file_action()).select(
         *STATE_COLUMNS,
         F.lit(previous_version).cast("long").alias(VERSION_COLUMN),
         F.lit(previous_commit).alias(FILE_COLUMN),
     )
-    return _state_over(
-        base_files=previous_state.where(_is_file_action()),
-        to_replay=[others],
-        commits=actions.commits,
-        commit_bytes=actions.commit_bytes,
-        config=config,
-        partitions=num_partitions or partitions_for(actions.commit_bytes),
+    partitions = num_partitions or partitions_for(actions.commit_bytes)
+    new = _replayed([others, actions.commits], config, partitions)
+    small = actions.commit_bytes <= BROADCAST_COMMIT_BYTES
+    new_keys = _file_keys(new, config.table_root, broadcast=small)
+    kept = (
+        previous.replayed.where(_is_file_action())
+        .select(*STATE_COLUMNS, *_key_columns(config.table_root))
+        .join(new_keys, on=_KEY_COLUMNS, how="left_anti")
+        .drop(*_KEY_COLUMNS)
+    )
+    replayed = union_all([kept, new])
+    lazy_updates = previous.lazy_updates + 1
+    if lazy_updates >= MAX_LAZY_UPDATES:
+        replayed, lazy_updates = materialize(replayed), 0
+    return dataclasses.replace(
+        previous,
+        replayed=replayed,
+        broadcast_keys=previous.broadcast_keys and small,
+        lazy_updates=lazy_updates,
     )
 
 
-def _state_over(
-    base_files: DataFrame,
-    to_replay: list[DataFrame],
-    commits: DataFrame | None,
-    commit_bytes: int,
-    config: ReplayConfig,
-    partitions: int,
-) -> DataFrame:
-    """``base_files`` (reconciled file actions, as state rows) without those whose key a
-    replayed action has, plus the replay of ``to_replay`` and ``commits``."""
-    # Retention is applied to the union below, so the replay keeps every tombstone.
+def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int) -> DataFrame:
+    """The replay of ``to_replay``, run now and kept on the server, every tombstone kept
+    (retention is applied by ``ReconstructedState.rows``)."""
     keep_tombstones = dataclasses.replace(config, min_file_retention_timestamp=None)
-    if commits is not None:
-        to_replay = [*to_replay, commits]
-    replayed = materialize(replay(union_all(to_replay), keep_tombstones, partitions))
-    replayed_keys = replayed.where(_is_file_action()).select(
-        file_key(config.table_root).alias(_KEY)
-    )
-    if commit_bytes <= BROADCAST_COMMIT_BYTES:
-        replayed_keys = F.broadcast(replayed_keys)
-    untouched = (
-        base_files.withColumn(_KEY, file_key(config.table_root))
-        .join(replayed_keys, on=_KEY, how="left_anti")
-        .drop(_KEY)
-    )
-    return union_all([untouched, replayed]).where(retained(config))
+    return materialize(replay(union_all(to_replay), keep_tombstones, partitions))
 
 
-def _source_files(checkpoint: DataFrame) -> DataFrame:
-    """One action-less row per file the checkpoint rows come from.
+def _file_keys(replayed: DataFrame, table_root: str, broadcast: bool) -> DataFrame:
+    keys = replayed.where(_is_file_action()).select(*_key_columns(table_root))
+    return F.broadcast(keys) if broadcast else keys
 
-    Replayed with the rest, they make the replay worker check every source file lies in this
-    table's log: the rows read directly from the checkpoint come from exactly these files, and
-    this costs one scan of a metadata column rather than a check on every row of every query.
+
+def _unreplayed_files(
+    checkpoint_frame: DataFrame, replayed_keys: DataFrame, table_root: str
+) -> DataFrame:
+    """The checkpoint frame's file actions no replayed action has the key of, as state rows
+    with ``dataChange`` false.
+
+    The join runs on the rows as read and only then are they conformed: a join over conformed
+    (rebuilt) structs stops Spark from pruning their fields, and counting files would read every
+    checkpoint column, stats included.
     """
-    null_actions = [
-        F.lit(None).cast(field.dataType).alias(field.name) for field in STATE_SPARK_SCHEMA.fields
-    ]
-    return (
-        checkpoint.select(FILE_COLUMN)
-        .distinct()
-        .select(*null_actions, F.lit(-1).cast("long").alias(VERSION_COLUMN), FILE_COLUMN)
+    # Keys from the conformed structs' fields: Spark reads such a field straight from the
+    # file's column, or as null where the file has no such field.
+    conformed = conformed_state_columns(checkpoint_frame.schema)
+    untouched = (
+        checkpoint_frame.where(_is_file_action())
+        .select("add", "remove", *_key_columns(table_root, conformed["add"], conformed["remove"]))
+        .join(replayed_keys, on=_KEY_COLUMNS, how="left_anti")
     )
+    conformed = conformed_state_columns(untouched.schema)
+    # A checkpoint row holds one action, so the other action columns are null by definition;
+    # saying so lets queries skip reading them. withField keeps a null struct null.
+    return untouched.select(
+        *[
+            conformed[name].withField("dataChange", F.lit(False)).alias(name)
+            if name in ("add", "remove")
+            else F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType).alias(name)
+            for name in STATE_COLUMNS
+        ]
+    )
+
+
+def _key_columns(
+    table_root: str, add: Column | None = None, remove: Column | None = None
+) -> list[Column]:
+    """The file key of the row's ``add`` or ``remove`` as two flat columns, canonical path and
+    DV id."""
+    add = F.col("add") if add is None else add
+    remove = F.col("remove") if remove is None else remove
+    path = F.coalesce(add.getField("path"), remove.getField("path"))
+    return [
+        canonical_path_column(path, table_root).alias(_PATH),
+        deletion_vector_id(add, remove).alias(_DV_ID),
+    ]
+
+
+def check_read_from_log(checkpoint: DataFrame, log_dir: str) -> None:
+    """Every file the checkpoint rows are read from lies in this table's ``_delta_log``.
+
+    Spark's own list of the scan's files (``inputFiles``, no job): the rows read directly from
+    the checkpoint come from exactly these files, so checking them is checking every row.
+    """
+    foreign = first_foreign_source(checkpoint.inputFiles(), log_dir)
+    if foreign is not None:
+        raise LogFileOutsideTableError(file=foreign, log_path=log_dir)
+
+
+def _action_path() -> Column:
+    return F.coalesce(F.col("add.path"), F.col("remove.path"))
 
 
 def _is_file_action() -> Column:
@@ -178,19 +252,3 @@ def retained(config: ReplayConfig) -> Column:
     deleted_at = F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0))
     # remove.path, not remove: a struct's null-ness would make every scan read all its fields.
     return F.col("remove.path").isNull() | (deleted_at > F.lit(config.min_file_retention_timestamp))
-
-
-def _as_state_rows(checkpoint_file_rows: DataFrame) -> DataFrame:
-    """Checkpoint file actions as state rows, with ``dataChange`` false.
-
-    A checkpoint row holds one action, so the other action columns are null by definition;
-    saying so lets queries skip reading them.
-    """
-    columns = [
-        # withField keeps a null struct null
-        F.col(field.name).withField("dataChange", F.lit(False)).alias(field.name)
-        if field.name in ("add", "remove")
-        else F.lit(None).cast(field.dataType).alias(field.name)
-        for field in STATE_SPARK_SCHEMA.fields
-    ]
-    return checkpoint_file_rows.select(*columns)

@@ -69,11 +69,20 @@ def replay_partition(
 
 def check_source_files(table: pa.Table, config: ReplayConfig) -> None:
     """Every row must come from this table's ``_delta_log`` (or its ``_sidecars``)."""
-    allowed = {config.log_dir.rstrip("/"), posixpath.join(config.log_dir.rstrip("/"), "_sidecars")}
+    foreign = first_foreign_source(pc.unique(table[FILE_COLUMN]).to_pylist(), config.log_dir)
+    if foreign is not None:
+        raise WorkerFailure(LogFileOutsideTableError(file=foreign, log_path=config.log_dir))
+
+
+def first_foreign_source(sources: Iterable[str | None], log_dir: str) -> str | None:
+    """The first of ``sources`` (file URIs) that is not a file of ``log_dir`` or its
+    ``_sidecars``; ``None`` when all are. A missing source (``None``) counts as foreign."""
+    allowed = {log_dir.rstrip("/"), posixpath.join(log_dir.rstrip("/"), "_sidecars")}
     allowed = {_comparable_dir(directory) for directory in allowed}
-    for source in pc.unique(table[FILE_COLUMN]).to_pylist():
+    for source in sources:
         if source is None or _comparable_dir(posixpath.dirname(unquote(source))) not in allowed:
-            raise WorkerFailure(LogFileOutsideTableError(file=source, log_path=config.log_dir))
+            return str(source)
+    return None
 
 
 def _comparable_dir(directory: str) -> str:
