@@ -86,7 +86,7 @@ from delta_connect_py.errors import (
 )
 from delta_connect_py.plans.loading import read_commits
 from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
-from delta_connect_py.plans.spark import collect, escape_glob, spark_schema
+from delta_connect_py.plans.spark import collect, escape_glob, map_in_arrow, spark_schema
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.actions import Metadata
 from delta_connect_py.protocol.cdf import (
@@ -503,7 +503,7 @@ def _dv_rows(
     """``(_cdf_entry, _cdf_row)`` of every row the given deletion vectors name (server-side)."""
     rows = [_dv_input(entry, dv, table_root) for entry, dv in dvs]
     descriptors = spark.createDataFrame(rows, schema=spark_schema(DV_INPUT_SCHEMA))
-    expanded = descriptors.mapInArrow(expand_deletion_vectors, spark_schema(DV_ROWS_SCHEMA))
+    expanded = map_in_arrow(descriptors, expand_deletion_vectors, spark_schema(DV_ROWS_SCHEMA))
     return expanded.select(
         F.col("file_key").cast("long").alias(_ENTRY), F.col("row_index").alias(_ROW)
     )

@@ -49,7 +49,7 @@ from delta_connect_py.errors import (
     MissingDeltaTableError,
 )
 from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
-from delta_connect_py.plans.spark import collect, session_conf, spark_schema
+from delta_connect_py.plans.spark import collect, map_in_arrow, session_conf, spark_schema
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.cleanup import CleanupPlan, cutoff_timestamp, plan_cleanup
 from delta_connect_py.session import translate_server_error
@@ -270,8 +270,10 @@ def _write_staging(snapshot: Snapshot, frame: DataFrame, staging: str) -> None:
 def _discard(snapshot: Snapshot, staging: str) -> None:
     """Best effort: a failed write's staging folder must not linger."""
     try:
-        job = _one_task(snapshot.spark).mapInArrow(
-            partial(discard_staging, staging), spark_schema(DELETED_SCHEMA)
+        job = map_in_arrow(
+            _one_task(snapshot.spark),
+            partial(discard_staging, staging),
+            spark_schema(DELETED_SCHEMA),
         )
         collect(job)
     except Exception:  # the original failure matters more; cleanup_metadata can retry later
@@ -308,8 +310,10 @@ def write_checkpoint(
     staging = f"{snapshot.table.log_dir}/{STAGING_PREFIX}{uuid.uuid4().hex}"
     request = _publish_request(snapshot, staging, layout, checkpoint_schema_json(frame))
     _write_staging(snapshot, frame, staging)
-    job = _one_task(snapshot.spark).mapInArrow(
-        partial(publish_checkpoint, request), spark_schema(PUBLISHED_SCHEMA)
+    job = map_in_arrow(
+        _one_task(snapshot.spark),
+        partial(publish_checkpoint, request),
+        spark_schema(PUBLISHED_SCHEMA),
     )
     rows = collect(job)
     return CheckpointResult(
@@ -380,7 +384,7 @@ def cleanup_metadata(
         dry_run=dry_run,
         stale_staging_before_ms=now - STALE_STAGING_MS,
     )
-    job = _one_task(table.spark).mapInArrow(
-        partial(delete_log_files, request), spark_schema(DELETED_SCHEMA)
+    job = map_in_arrow(
+        _one_task(table.spark), partial(delete_log_files, request), spark_schema(DELETED_SCHEMA)
     )
     return [row["path"] for row in collect(job)]

@@ -44,7 +44,7 @@ from pyspark.sql.types import (
 )
 
 from delta_connect_py.errors import FileReferencedNotFoundError
-from delta_connect_py.plans.spark import collect, escape_glob, spark_schema
+from delta_connect_py.plans.spark import collect, escape_glob, map_in_arrow, spark_schema
 from delta_connect_py.protocol.deletion_vectors import (
     STORAGE_INLINE,
     DeletionVectorDescriptor,
@@ -341,7 +341,7 @@ def _without_deleted_rows(
         return data
     spark: SparkSession = snapshot.spark
     descriptors = spark.createDataFrame(rows, schema=spark_schema(DV_INPUT_SCHEMA))
-    deleted = descriptors.mapInArrow(expand_deletion_vectors, spark_schema(DV_ROWS_SCHEMA))
+    deleted = map_in_arrow(descriptors, expand_deletion_vectors, spark_schema(DV_ROWS_SCHEMA))
     deleted = deleted.select(F.col("file_key").alias(FILE_KEY), F.col("row_index").alias(ROW_INDEX))
     # Decode once now, so a missing or corrupt DV is raised here as a DeltaError rather than
     # later, from the user's action, as a bare Spark error (not cached: the server would keep

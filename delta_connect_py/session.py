@@ -21,6 +21,7 @@ import pyarrow as pa
 
 import delta_connect_py
 from delta_connect_py.errors import PythonVersionMismatchError, ServerEnvironmentError
+from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -84,7 +85,7 @@ def prepare_session(spark: SparkSession) -> None:
         return
     try:
         probe = spark.range(0, 1, 1, 1)  # one partition: one probe row
-        rows = probe.mapInArrow(_worker_python_version, "python string").collect()
+        rows = probe.mapInArrow(in_worker(_worker_python_version), "python string").collect()
     except Exception as exc:
         raise translate_server_error(exc) from exc
     server_python = rows[0]["python"]

@@ -22,7 +22,13 @@ from typing import TYPE_CHECKING, Any
 import pyspark.sql.connect.functions as F
 from pyspark.errors import AnalysisException
 
-from delta_connect_py.plans.spark import collect, escape_glob, session_conf, spark_schema
+from delta_connect_py.plans.spark import (
+    collect,
+    escape_glob,
+    map_in_arrow,
+    session_conf,
+    spark_schema,
+)
 from delta_connect_py.protocol.filenames import LogFile, parse_log_file
 from delta_connect_py.protocol.last_checkpoint import LastCheckpoint, parse_last_checkpoint
 from delta_connect_py.worker.log_files import (
@@ -70,12 +76,12 @@ def _files_frame(spark: SparkSession, log_dir: str) -> DataFrame:
 def _hint_frame(spark: SparkSession, log_dir: str) -> DataFrame:
     reader = partial(read_last_checkpoint, LastCheckpointRead(log_dir=log_dir))
     # One partition: the reader runs once per partition, and one row is wanted.
-    return spark.range(0, 1, 1, 1).mapInArrow(reader, spark_schema(LISTING_SCHEMA))
+    return map_in_arrow(spark.range(0, 1, 1, 1), reader, spark_schema(LISTING_SCHEMA))
 
 
 def _local_listing_frame(spark: SparkSession, log_dir: str) -> DataFrame:
     reader = partial(list_local_log, LastCheckpointRead(log_dir=log_dir))
-    return spark.range(0, 1, 1, 1).mapInArrow(reader, spark_schema(LISTING_SCHEMA))
+    return map_in_arrow(spark.range(0, 1, 1, 1), reader, spark_schema(LISTING_SCHEMA))
 
 
 def _listing_rows(spark: SparkSession, log_dir: str) -> list[Any] | None:

@@ -29,6 +29,7 @@ from delta_connect_py.plans.spark import (
     collect,
     conform,
     escape_glob,
+    map_in_arrow,
     spark_schema,
     struct_fields,
     union_all,
@@ -139,10 +140,8 @@ def _worker_commit_lines(
     )
     tasks = max(1, min(MAX_READ_TASKS, math.ceil(sum(f.size for f in files) / BYTES_PER_READ_TASK)))
     reader = partial(read_commit_lines, request)
-    return (
-        spark.createDataFrame(listing)
-        .repartition(tasks)
-        .mapInArrow(reader, spark_schema(COMMIT_LINES_SCHEMA))
+    return map_in_arrow(
+        spark.createDataFrame(listing).repartition(tasks), reader, spark_schema(COMMIT_LINES_SCHEMA)
     )
 
 

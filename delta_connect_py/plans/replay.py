@@ -38,7 +38,7 @@ import pyspark.sql.connect.functions as F
 from delta_connect_py.errors import LogFileOutsideTableError
 from delta_connect_py.plans.file_keys import canonical_path_column, deletion_vector_id
 from delta_connect_py.plans.loading import conformed_state_columns
-from delta_connect_py.plans.spark import materialize, spark_schema, union_all
+from delta_connect_py.plans.spark import map_in_arrow, materialize, spark_schema, union_all
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
 from delta_connect_py.worker.replay import ReplayConfig, first_foreign_source, replay_partition
 
@@ -76,8 +76,10 @@ def partitions_for(input_bytes: int, maximum: int = DEFAULT_SNAPSHOT_PARTITIONS)
 
 def replay(actions: DataFrame, config: ReplayConfig, num_partitions: int) -> DataFrame:
     """The replayed state of ``actions``: one action per row, as a checkpoint holds it."""
-    return actions.repartition(num_partitions, partition_key()).mapInArrow(
-        partial(replay_partition, config), STATE_SPARK_SCHEMA
+    return map_in_arrow(
+        actions.repartition(num_partitions, partition_key()),
+        partial(replay_partition, config),
+        STATE_SPARK_SCHEMA,
     )
 
 
