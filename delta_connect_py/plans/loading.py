@@ -119,6 +119,10 @@ def read_commits(
 
 #: Commit bytes one reading task handles.
 BYTES_PER_READ_TASK = 16 << 20
+#: The same when the task only searches the bytes for a few strings and returns a few lines:
+#: one warm worker process then does a small read, where more tasks would each pay a task's
+#: fixed cost (and the second core a fresh worker process).
+BYTES_PER_FILTERED_READ_TASK = 512 << 20
 MAX_READ_TASKS = 16
 
 
@@ -138,11 +142,13 @@ def _worker_commit_lines(
         {"version": [f.version for f in files], "path": [f.path for f in files]},
         schema=pa.schema([("version", pa.int64()), ("path", pa.string())]),
     )
-    tasks = max(1, min(MAX_READ_TASKS, math.ceil(sum(f.size for f in files) / BYTES_PER_READ_TASK)))
+    per_task = BYTES_PER_FILTERED_READ_TASK if request.only_containing else BYTES_PER_READ_TASK
+    tasks = max(1, min(MAX_READ_TASKS, math.ceil(sum(f.size for f in files) / per_task)))
+    frame = spark.createDataFrame(listing)
+    # One task needs no shuffle to gather the listing; more are spread round-robin.
+    frame = frame.coalesce(1) if tasks == 1 else frame.repartition(tasks)
     reader = partial(read_commit_lines, request)
-    return map_in_arrow(
-        spark.createDataFrame(listing).repartition(tasks), reader, spark_schema(COMMIT_LINES_SCHEMA)
-    )
+    return map_in_arrow(frame, reader, spark_schema(COMMIT_LINES_SCHEMA))
 
 
 def commit_lines(
