@@ -177,14 +177,23 @@ def parse_lines(lines: DataFrame, schema: StructType) -> DataFrame:
     )
 
 
+#: Up to this many commit files (those after a checkpoint, or an update's new commits), Spark's
+#: JSON source reads them: its cost per file only matters for logs of thousands of small
+#: commits, and for a few large ones it parses faster than reading lines in Python workers
+#: and parsing them with ``from_json`` (9 commits of 10k adds: replay job 3.5 s -> 2 s).
+MAX_FILES_FOR_JSON_SOURCE = 32
+
+
 def commit_state_rows(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     """The state actions of commits, stats left as unparsed strings.
 
-    Lines of other actions (commitInfo, cdc) are mostly skipped as text by the reading worker;
-    any that remain are rows with every state column null, which replay ignores. Not filtering
+    Lines of other actions (commitInfo, cdc) become rows with every state column null, which
+    replay ignores; when workers read the lines, most are skipped as text first. Not filtering
     them here is deliberate: Spark would push such a filter below the parse and run
     ``from_json`` once per tested column.
     """
+    if len(files) <= MAX_FILES_FOR_JSON_SOURCE:
+        return read_commits(spark, files, STATE_SPARK_SCHEMA)
     request = CommitLinesRead(table_path=files[0].path, skip_prefixes=NON_STATE_LINE_PREFIXES)
     return parse_lines(commit_lines(spark, files, request), STATE_SPARK_SCHEMA)
 

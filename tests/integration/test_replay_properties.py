@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,13 +18,14 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from delta_connect_py import DeltaTable
+from delta_connect_py.plans import loading
 from delta_connect_py.protocol.actions import STATE_SCHEMA
 from delta_connect_py.protocol.filenames import checkpoint_name
 from delta_connect_py.protocol.replay import reference_replay
 from tests.histories import history, normalized, versioned_actions, write_log
 
 SETTINGS = settings(
-    max_examples=6,
+    max_examples=8,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     # Each example runs Spark jobs: shrinking a failure would take many minutes.
@@ -47,11 +49,15 @@ def _ours(snapshot: Any) -> list[str]:
 
 
 @SETTINGS
-@given(commits=history(), partitions=st.integers(1, 4))
+@given(commits=history(), partitions=st.integers(1, 4), json_source_files=st.sampled_from([0, 32]))
 def test_dataframe_replay_equals_reference(
-    spark: Any, commits: list[list[dict[str, Any]]], partitions: int
+    spark: Any, commits: list[list[dict[str, Any]]], partitions: int, json_source_files: int
 ) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
+    """Either commit reader: Spark's JSON source (few commits) or lines read by workers."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mock.patch.object(loading, "MAX_FILES_FOR_JSON_SOURCE", json_source_files),
+    ):
         write_log(Path(tmp), commits)
         snapshot = DeltaTable.for_path(spark, tmp).snapshot(snapshot_partitions=partitions)
         assert snapshot.version == len(commits) - 1
