@@ -7,13 +7,18 @@ imports delta_connect_py) and the server's Python version is checked against our
 
 Invariants: shipping by value is registered before any of our functions is pickled; a
 client/server Python minor-version mismatch raises
-:class:`~delta_connect_py.errors.PythonVersionMismatchError` naming both versions.
+:class:`~delta_connect_py.errors.PythonVersionMismatchError` naming both versions; a session
+``connect`` created is released on the server when this process exits (sessions the caller made
+are the caller's), never delaying exit by more than ``RELEASE_TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import os
 import sys
+import threading
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
@@ -33,6 +38,9 @@ _prepared_sessions: set[str] = set()
 _sessions: dict[str, SparkSession] = {}
 
 CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+#: How long process exit waits for the server to release a session (an unreachable server
+#: would otherwise be retried for minutes).
+RELEASE_TIMEOUT_SECONDS = 5.0
 
 
 def connect(remote: str | None = None) -> SparkSession:
@@ -49,8 +57,25 @@ def connect(remote: str | None = None) -> SparkSession:
         # create(), not getOrCreate(): the latter returns any open session, whatever its remote.
         spark = SparkSession.builder.remote(target).create()
         _sessions[target] = spark
+        # Registered after the embedded server's own atexit hook, so it runs before the server
+        # stops. Without it the server keeps the session, its cached states and its Python
+        # worker processes until the session times out (an hour by default).
+        atexit.register(_release, spark)
     prepare_session(spark)
     return spark
+
+
+def _release(spark: SparkSession) -> None:
+    """Release ``spark``'s server-side session, waiting at most ``RELEASE_TIMEOUT_SECONDS``."""
+
+    def stop() -> None:
+        # The server may already be gone: then nothing is left to release.
+        with contextlib.suppress(Exception):
+            spark.stop()
+
+    releaser = threading.Thread(target=stop, name="delta-connect-release", daemon=True)
+    releaser.start()
+    releaser.join(RELEASE_TIMEOUT_SECONDS)
 
 
 def _embedded_remote() -> str:
