@@ -1,8 +1,9 @@
 """Logical-file keys as Spark expressions: the twin of ``protocol.paths`` for rows on the server.
 
 Responsibility: ``file_key()``, the column ``canonical path + NUL + deletion-vector unique id`` of
-an add or remove row, computed by Spark itself so that checkpoint rows can be matched against
-replayed rows without sending them through Python.
+an add or remove row, and its two halves (``canonical_path_column``, ``deletion_vector_id``,
+which the replay plan joins on as two flat columns), computed by Spark itself so that checkpoint
+rows can be matched against replayed rows without sending them through Python.
 
 Invariants: for every path, ``canonical_path_column`` equals ``protocol.paths.canonical_path``
 and ``dv_unique_id_column`` equals ``protocol.paths.dv_unique_id`` (tested against each other on
