@@ -1,9 +1,9 @@
 """Logical-file keys as Spark expressions: the twin of ``protocol.paths`` for rows on the server.
 
 Responsibility: ``file_key()``, the column ``canonical path + NUL + deletion-vector unique id`` of
-an add or remove row, and its two halves (``canonical_path_column``, ``deletion_vector_id``,
-which the replay plan joins on as two flat columns), computed by Spark itself so that checkpoint
-rows can be matched against replayed rows without sending them through Python.
+an add or remove row, and its two halves (``file_key_columns``, which the replay plan joins on as
+two flat columns), computed by Spark itself so that checkpoint rows can be matched against
+replayed rows without sending them through Python; and which rows are file actions.
 
 Invariants: for every path, ``canonical_path_column`` equals ``protocol.paths.canonical_path``
 and ``dv_unique_id_column`` equals ``protocol.paths.dv_unique_id`` (tested against each other on
@@ -25,17 +25,33 @@ if TYPE_CHECKING:
 _SCHEME = r"^[A-Za-z][A-Za-z0-9+.\-]*:"
 
 
+def action_path() -> Column:
+    """The path of the row's add or remove (null for other actions)."""
+    return F.coalesce(F.col("add.path"), F.col("remove.path"))
+
+
+def is_file_action() -> Column:
+    """Whether the row holds an add or a remove (by their required ``path``, so a scan reads
+    only that field, not the whole struct)."""
+    return F.col("add.path").isNotNull() | F.col("remove.path").isNotNull()
+
+
 def file_key(table_root: str) -> Column:
     """``canonical path + NUL + DV unique id ('' without a DV)`` of the row's add or remove."""
-    path = F.coalesce(F.col("add.path"), F.col("remove.path"))
-    return F.concat(canonical_path_column(path, table_root), F.lit("\x00"), deletion_vector_id())
+    canonical_path, dv_id = file_key_columns(table_root)
+    return F.concat(canonical_path, F.lit("\x00"), dv_id)
 
 
-def deletion_vector_id(add: Column | None = None, remove: Column | None = None) -> Column:
-    """The DV unique id of the row's ``add`` or ``remove`` struct ('' without a DV)."""
+def file_key_columns(
+    table_root: str, add: Column | None = None, remove: Column | None = None
+) -> tuple[Column, Column]:
+    """The file key's two halves, canonical path and DV id, of an ``add`` or ``remove`` struct
+    (default: the row's ``add`` and ``remove`` columns)."""
     add = F.col("add") if add is None else add
     remove = F.col("remove") if remove is None else remove
-    return F.coalesce(dv_unique_id_column(add), dv_unique_id_column(remove), F.lit(""))
+    path = F.coalesce(add.getField("path"), remove.getField("path"))
+    dv_id = F.coalesce(dv_unique_id_column(add), dv_unique_id_column(remove), F.lit(""))
+    return canonical_path_column(path, table_root), dv_id
 
 
 def dv_unique_id_column(action: Column) -> Column:

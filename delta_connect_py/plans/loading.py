@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StructType
 
+from delta_connect_py.plans.file_keys import is_file_action
 from delta_connect_py.plans.spark import (
     collect,
     conform,
@@ -63,8 +64,9 @@ NON_STATE_LINE_PREFIXES = ('{"commitInfo"', '{"cdc"')
 class CheckpointFrames:
     """A checkpoint's files as Spark reads them: the top-level file(s), then any sidecars.
 
-    Each frame has every state action column at the top level (absent ones null) but keeps the
-    struct types the files were written with; ``state_rows`` conforms them to the protocol's.
+    Each frame has an ``add`` and a ``remove`` column (null where its files have none) and keeps
+    the struct types the files were written with; ``conformed_state_columns`` gives the
+    protocol's.
     """
 
     frames: tuple[DataFrame, ...]
@@ -77,10 +79,9 @@ class CheckpointFrames:
         no_file_actions = {
             name: F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType) for name in ("add", "remove")
         }
-        is_file_action = F.col("add.path").isNotNull() | F.col("remove.path").isNotNull()
         return union_all(
             [
-                conformed_state_rows(frame.where(~is_file_action), self.version).withColumns(
+                conformed_state_rows(frame.where(~is_file_action()), self.version).withColumns(
                     no_file_actions
                 )
                 for frame in self.frames

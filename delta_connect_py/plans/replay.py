@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING
 import pyspark.sql.connect.functions as F
 
 from delta_connect_py.errors import LogFileOutsideTableError
-from delta_connect_py.plans.file_keys import canonical_path_column, deletion_vector_id
+from delta_connect_py.plans.file_keys import action_path, file_key_columns, is_file_action
 from delta_connect_py.plans.loading import conformed_state_columns
 from delta_connect_py.plans.spark import map_in_arrow, materialize, spark_schema, union_all
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
@@ -63,7 +63,7 @@ _KEY_COLUMNS = [_PATH, _DV_ID]
 
 
 def partition_key() -> Column:
-    return F.lower(F.substring_index(_action_path(), "/", -1))
+    return F.lower(F.substring_index(action_path(), "/", -1))
 
 
 def partitions_for(input_bytes: int, maximum: int = DEFAULT_SNAPSHOT_PARTITIONS) -> int:
@@ -139,7 +139,7 @@ def reconstruct_after(
     stay unless a new action has their key, and the checkpoint under it stays as it was.
     """
     assert actions.commits is not None
-    others = previous.replayed.where(~_is_file_action()).select(
+    others = previous.replayed.where(~is_file_action()).select(
         *STATE_COLUMNS,
         F.lit(previous_version).cast("long").alias(VERSION_COLUMN),
         F.lit(previous_commit).alias(FILE_COLUMN),
@@ -149,7 +149,7 @@ def reconstruct_after(
     small = actions.commit_bytes <= BROADCAST_COMMIT_BYTES
     new_keys = _file_keys(new, config.table_root, broadcast=small)
     kept = (
-        previous.replayed.where(_is_file_action())
+        previous.replayed.where(is_file_action())
         .select(*STATE_COLUMNS, *_key_columns(config.table_root))
         .join(new_keys, on=_KEY_COLUMNS, how="left_anti")
         .drop(*_KEY_COLUMNS)
@@ -171,7 +171,7 @@ def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int)
 
 
 def _file_keys(replayed: DataFrame, table_root: str, broadcast: bool) -> DataFrame:
-    keys = replayed.where(_is_file_action()).select(*_key_columns(table_root))
+    keys = replayed.where(is_file_action()).select(*_key_columns(table_root))
     return F.broadcast(keys) if broadcast else keys
 
 
@@ -186,14 +186,14 @@ def _unreplayed_files(
     checkpoint column, stats included.
     """
     # Keys from the conformed structs' fields: Spark reads such a field straight from the
-    # file's column, or as null where the file has no such field.
+    # file's column, or as null where the file has no such field. The conformed add and remove
+    # name only those two columns, which the join keeps as they were.
     conformed = conformed_state_columns(checkpoint_frame.schema)
     untouched = (
-        checkpoint_frame.where(_is_file_action())
+        checkpoint_frame.where(is_file_action())
         .select("add", "remove", *_key_columns(table_root, conformed["add"], conformed["remove"]))
         .join(replayed_keys, on=_KEY_COLUMNS, how="left_anti")
     )
-    conformed = conformed_state_columns(untouched.schema)
     # A checkpoint row holds one action, so the other action columns are null by definition;
     # saying so lets queries skip reading them. withField keeps a null struct null.
     return untouched.select(
@@ -209,15 +209,8 @@ def _unreplayed_files(
 def _key_columns(
     table_root: str, add: Column | None = None, remove: Column | None = None
 ) -> list[Column]:
-    """The file key of the row's ``add`` or ``remove`` as two flat columns, canonical path and
-    DV id."""
-    add = F.col("add") if add is None else add
-    remove = F.col("remove") if remove is None else remove
-    path = F.coalesce(add.getField("path"), remove.getField("path"))
-    return [
-        canonical_path_column(path, table_root).alias(_PATH),
-        deletion_vector_id(add, remove).alias(_DV_ID),
-    ]
+    canonical_path, dv_id = file_key_columns(table_root, add, remove)
+    return [canonical_path.alias(_PATH), dv_id.alias(_DV_ID)]
 
 
 def check_read_from_log(checkpoint: DataFrame, log_dir: str) -> None:
@@ -229,14 +222,6 @@ def check_read_from_log(checkpoint: DataFrame, log_dir: str) -> None:
     foreign = first_foreign_source(checkpoint.inputFiles(), log_dir)
     if foreign is not None:
         raise LogFileOutsideTableError(file=foreign, log_path=log_dir)
-
-
-def _action_path() -> Column:
-    return F.coalesce(F.col("add.path"), F.col("remove.path"))
-
-
-def _is_file_action() -> Column:
-    return F.col("add.path").isNotNull() | F.col("remove.path").isNotNull()
 
 
 def retained(config: ReplayConfig) -> Column:
