@@ -20,6 +20,7 @@ hint), the checkpoint's action count, and whether delta-rs loads our result.
 from __future__ import annotations
 
 import argparse
+import os
 import dataclasses
 import shutil
 import statistics
@@ -81,6 +82,8 @@ def _theirs(copy: Path) -> float:
 
 def _prepare(source: Path, target: Path, without: bool) -> tuple[set[str], bytes | None]:
     _copy(source, target, without)
+    # The copy's dirty pages would otherwise be written back during the first timed run.
+    os.sync()
     hint = target / "_delta_log" / "_last_checkpoint"
     return _log_files(target / "_delta_log"), hint.read_bytes() if hint.exists() else None
 

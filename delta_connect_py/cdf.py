@@ -84,7 +84,11 @@ from delta_connect_py.errors import (
     NoStartForCdcReadError,
     TimestampGreaterThanCommitError,
 )
-from delta_connect_py.plans.loading import read_commits
+from delta_connect_py.plans.loading import (
+    COMMIT_SPARK_SCHEMA,
+    malformed_commits_reported,
+    read_commits,
+)
 from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
 from delta_connect_py.plans.spark import collect, escape_glob, map_in_arrow, spark_schema
 from delta_connect_py.protocol import properties as props
@@ -214,11 +218,13 @@ def _action_frame(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     )
 
 
-def read_commit_changes(spark: SparkSession, files: Sequence[LogFile]) -> list[CommitChanges]:
+def read_commit_changes(table: DeltaTable, files: Sequence[LogFile]) -> list[CommitChanges]:
     """``filterCDCActions`` of each commit in ``files`` (one collect of file actions)."""
     if not files:
         return []
-    rows = sorted(collect(_action_frame(spark, files)), key=lambda r: (r["version"], r["_order"]))
+    with malformed_commits_reported(table.spark, files, table.table_root, COMMIT_SPARK_SCHEMA):
+        rows = collect(_action_frame(table.spark, files))
+    rows.sort(key=lambda r: (r["version"], r["_order"]))
     lines: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         values = row.asDict(recursive=True)
@@ -679,7 +685,7 @@ def load_cdf(
         raise InvalidCdcRangeError(start=window.start, end=window.end)
     commits = _commits_by_version(listing)
     files = _commits_for_range(table, listing, commits, window.start, window.end)
-    changes = read_commit_changes(table.spark, files)
+    changes = read_commit_changes(table, files)
     start_metadata = _metadata_at(table, listing, changes[0])
     end_metadata = _last_metadata(start_metadata, changes)
     read = _read_schema(table, listing, start_metadata, end_metadata, window.end, latest)
@@ -752,7 +758,7 @@ def _file_changes(
     first_commit = from_version + 1 if is_starting_version else from_version
     commits = _commits_by_version(listing)
     files = _require_commits(table.table_root, commits, first_commit, last)
-    changes = read_commit_changes(table.spark, files)
+    changes = read_commit_changes(table, files)
     snapshot = _snapshot_at(table, listing, from_version) if is_starting_version else None
     start_metadata = (
         snapshot.metadata

@@ -23,7 +23,11 @@ import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StructType
 
 from delta_connect_py.errors import StateRecoverError
-from delta_connect_py.plans.loading import load_actions
+from delta_connect_py.plans.loading import (
+    STATE_SPARK_SCHEMA,
+    load_actions,
+    malformed_commits_reported,
+)
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
 from delta_connect_py.plans.replay import ReconstructedState, reconstruct, reconstruct_after
 from delta_connect_py.plans.state import State, compute_state
@@ -111,18 +115,24 @@ class Snapshot:
     @cached_property
     def _reconstructed(self) -> ReconstructedState:
         previous = self.previous
-        if previous is None:
-            loaded = load_actions(self.spark, self.segment, self.table.log_dir)
-            return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
-        new_commits = _commits_after(self.segment, previous.version)
-        return reconstruct_after(
-            previous._reconstructed,
-            previous_commit=file_uri(f"{self.table.log_dir}/{commit_name(previous.version)}"),
-            previous_version=previous.version,
-            actions=load_actions(self.spark, new_commits, self.table.log_dir),
-            config=self.replay_config(),
-            num_partitions=self.snapshot_partitions,
+        segment = (
+            self.segment if previous is None else _commits_after(self.segment, previous.version)
         )
+        reported = malformed_commits_reported(
+            self.spark, segment.commits, self.table.table_root, STATE_SPARK_SCHEMA
+        )
+        with reported:
+            loaded = load_actions(self.spark, segment, self.table.log_dir)
+            if previous is None:
+                return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
+            return reconstruct_after(
+                previous._reconstructed,
+                previous_commit=file_uri(f"{self.table.log_dir}/{commit_name(previous.version)}"),
+                previous_version=previous.version,
+                actions=loaded,
+                config=self.replay_config(),
+                num_partitions=self.snapshot_partitions,
+            )
 
     @cached_property
     def _state_df(self) -> DataFrame:

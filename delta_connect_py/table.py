@@ -22,7 +22,11 @@ import pyspark.sql.connect.functions as F
 
 from delta_connect_py.errors import InvalidTimestampError, MissingDeltaTableError
 from delta_connect_py.plans.listing import LogListing, list_log
-from delta_connect_py.plans.loading import read_commits
+from delta_connect_py.plans.loading import (
+    COMMIT_SPARK_SCHEMA,
+    malformed_commits_reported,
+    read_commits,
+)
 from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
 from delta_connect_py.plans.spark import collect
 from delta_connect_py.protocol import properties as props
@@ -258,7 +262,8 @@ class DeltaTable:
         frame = read_commits(self.spark, commits).where(
             F.col("commitInfo.inCommitTimestamp").isNotNull()
         )
-        rows = collect(frame.select("version", "commitInfo.inCommitTimestamp"))
+        with malformed_commits_reported(self.spark, commits, self.table_root, COMMIT_SPARK_SCHEMA):
+            rows = collect(frame.select("version", "commitInfo.inCommitTimestamp"))
         return {row["version"]: row["inCommitTimestamp"] for row in rows}
 
 

@@ -7,7 +7,8 @@ checkpoint's version, compaction rows their end version) and the source file its
 from ``_metadata.file_path``), which the replay checks lies in this table's ``_delta_log``.
 
 Invariants: commits are read with an explicit schema in FAILFAST mode (a malformed line fails
-the load, it is never silently dropped); checkpoint parquet is read with its own footer schema
+the load, it is never silently dropped; ``malformed_commits_reported`` then names the file and
+the line as ``DELTA_CORRUPT_LOG_FILE``); checkpoint parquet is read with its own footer schema
 and conformed field by field, so absent fields become null and ``stats_parsed``-only checkpoints
 still yield ``add.stats`` (as JSON, like delta-spark's ``add_stats_to_use``).
 """
@@ -15,7 +16,8 @@ still yield ``add.stats`` (as JSON, like delta-spark's ``add_stats_to_use``).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
@@ -23,8 +25,9 @@ from urllib.parse import unquote
 
 import pyarrow as pa
 import pyspark.sql.connect.functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
+from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.plans.file_keys import is_file_action
 from delta_connect_py.plans.spark import (
     collect,
@@ -168,6 +171,60 @@ def commit_lines(
             spark, files, request or CommitLinesRead(table_path=files[0].path)
         )
     return _spark_commit_lines(spark, files)
+
+
+#: Spark's error class when a FAILFAST JSON parse meets a line that is not ``schema`` JSON.
+MALFORMED_RECORD = "MALFORMED_RECORD_IN_PARSING"
+_CORRUPT_RECORD = "_corrupt_record"
+#: How much of a malformed line the error quotes.
+QUOTED_LINE_CHARS = 200
+
+
+def first_malformed_line(
+    spark: SparkSession, files: Sequence[LogFile], schema: StructType
+) -> tuple[str, str] | None:
+    """(file, line) of the oldest commit line that does not parse as ``schema`` actions.
+
+    The same parser as the FAILFAST reads, in PERMISSIVE mode, which marks exactly the lines
+    FAILFAST fails on (one job, run only after a read has failed).
+    """
+    if not files:
+        return None
+    marked = StructType([*schema.fields, StructField(_CORRUPT_RECORD, StringType(), True)])
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT_RECORD}
+    parsed = F.from_json(F.col("value"), marked, options).getField(_CORRUPT_RECORD)
+    lines = commit_lines(spark, files)
+    bad = lines.where(parsed.isNotNull()).select(VERSION_COLUMN, FILE_COLUMN, "value")
+    rows = collect(bad.orderBy(VERSION_COLUMN).limit(1))
+    return (rows[0][FILE_COLUMN], rows[0]["value"]) if rows else None
+
+
+@contextmanager
+def malformed_commits_reported(
+    spark: SparkSession, files: Sequence[LogFile], table_root: str, schema: StructType
+) -> Iterator[None]:
+    """Turn Spark's malformed-record failure of a read of ``files`` into
+    ``DELTA_CORRUPT_LOG_FILE`` naming the commit file and quoting the line.
+
+    Spark's own error names no line, and no file at all when the lines were parsed by
+    ``from_json``. A failure that is something else, or whose line cannot be found among
+    ``files``, is raised as it was.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if MALFORMED_RECORD not in str(exc):
+            raise
+        found = first_malformed_line(spark, files, schema)
+        if found is None:
+            raise
+        file, line = found
+        quoted = line if len(line) <= QUOTED_LINE_CHARS else line[:QUOTED_LINE_CHARS] + "..."
+        raise CorruptLogFileError(
+            file=file,
+            path=table_root,
+            reason=f"a line is not valid JSON of Delta actions: {quoted}",
+        ) from exc
 
 
 def parse_lines(lines: DataFrame, schema: StructType) -> DataFrame:

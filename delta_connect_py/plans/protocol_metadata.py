@@ -21,6 +21,7 @@ from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.plans.loading import (
     commit_lines,
     conformed_state_rows,
+    malformed_commits_reported,
     read_checkpoint_files,
 )
 from delta_connect_py.plans.spark import collect, escape_glob, spark_schema, union_all
@@ -105,7 +106,8 @@ def _commit_pm_rows(spark: SparkSession, segment: LogSegment) -> DataFrame:
         | F.col("value").contains(PM_SUBSTRINGS[1])
         | (is_last & F.col("value").contains(PM_SUBSTRINGS[2]))
     )
-    action = F.from_json(F.col("value"), PM_LINE_SCHEMA)
+    # FAILFAST: a malformed protocol or metaData line must not leave an older one in force.
+    action = F.from_json(F.col("value"), PM_LINE_SCHEMA, {"mode": "FAILFAST"})
     return candidates.select(
         action.getField("protocol").alias("protocol"),
         action.getField("metaData").alias("metaData"),
@@ -149,7 +151,9 @@ def protocol_and_metadata(
             return from_checksum
     if previous is not None:
         segment = dataclasses.replace(segment, checkpoint=None)
-    rows = sorted(collect(_log_rows(spark, segment, log_dir)), key=lambda r: r[VERSION_COLUMN])
+    with malformed_commits_reported(spark, segment.commits, log_dir, PM_LINE_SCHEMA):
+        rows = collect(_log_rows(spark, segment, log_dir))
+    rows = sorted(rows, key=lambda r: r[VERSION_COLUMN])
     protocol: dict[str, Any] | None = None if previous is None else previous.protocol.to_action()
     metadata: dict[str, Any] | None = None if previous is None else previous.metadata.to_action()
     ict: int | None = None

@@ -19,6 +19,7 @@ from deltalake import DeltaTable as RsDeltaTable
 
 from delta_connect_py import DeltaTable
 from delta_connect_py.errors import (
+    CorruptLogFileError,
     LogFileOutsideTableError,
     MissingPartFilesError,
     TimestampEarlierThanCommitRetentionError,
@@ -220,3 +221,50 @@ def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None
     assert again.previous is None  # a checkpoint newer than `updated`: rebuilt from it
     assert _state_view(again) == _state_view(table.snapshot())
     assert {unquote(p) for p, _, _ in _state_view(again)[5]} == _rs_files(root)
+
+
+MALFORMED_LINES = {
+    "not JSON": '{"add":{"path":"broken.parquet","size":1,BROKEN',
+    "wrong type": '{"add":{"path":"broken.parquet","partitionValues":{},"size":"big",'
+    '"modificationTime":1,"dataChange":true}}',
+}
+
+
+def _corrupt_commit(log: Path, version: int, line: str) -> Path:
+    """Commit ``version`` with its first line replaced by ``line``."""
+    commit = log / commit_name(version)
+    lines = commit.read_text().splitlines()
+    commit.write_text("\n".join([line, *lines[1:]]) + "\n")
+    return commit
+
+
+@pytest.mark.parametrize("reader", ["json source", "worker lines"])
+@pytest.mark.parametrize("kind", sorted(MALFORMED_LINES))
+def test_malformed_commit_line_names_the_file(
+    spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch, reader: str, kind: str
+) -> None:
+    """A commit line that is not Delta action JSON fails the state with the file and the line,
+    whichever reader parsed it; nothing partial is returned."""
+    import delta_connect_py.plans.loading as loading
+
+    if reader == "worker lines":
+        monkeypatch.setattr(loading, "MAX_FILES_FOR_JSON_SOURCE", 0)
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    commit = _corrupt_commit(root / "_delta_log", 12, MALFORMED_LINES[kind])
+    table = DeltaTable.for_path(spark, str(root))
+    with pytest.raises(CorruptLogFileError) as info:
+        table.snapshot().state  # noqa: B018
+    message = str(info.value)
+    assert commit.name in message and "broken.parquet" in message
+    with pytest.raises(CorruptLogFileError, match=commit.name):
+        table.cdf_file_changes(11)
+    assert table.snapshot(11).state.num_of_files == len(_rs_files(root, 11))
+
+
+def test_malformed_metadata_line_fails_the_snapshot(spark: Any, conformance_table: Any) -> None:
+    """The protocol/metadata fast path must not fall back to an older metaData silently."""
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    commit = root / "_delta_log" / commit_name(14)
+    commit.write_text('{"metaData":{"id":"x","format":{"provider":"parquet"},BROKEN\n')
+    with pytest.raises(CorruptLogFileError, match=commit.name):
+        DeltaTable.for_path(spark, str(root)).snapshot()
