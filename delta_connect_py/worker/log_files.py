@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import AnyStr
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.protocol.last_checkpoint import (
@@ -195,35 +196,90 @@ def read_commit_lines(
     """mapInArrow body: the lines of the commit files named in ``(version, path)`` rows.
 
     Reading many tiny files here costs a fraction of a millisecond each, where Spark's file
-    sources pay a per-file setup; Spark still parses the JSON (``from_json``).
+    sources pay a per-file setup; Spark still parses the JSON (``from_json``). Lines are split
+    where Spark's text reader splits them (``\\n``, ``\\r``, ``\\r\\n``) and kept as bytes until
+    one Arrow buffer is built from them (building strings line by line took most of the time).
     """
-
-    skipped = request.skip_prefixes
+    lines = _LineBuffer(request.table_path)
     for batch in batches:
-        versions: list[int] = []
-        files: list[str] = []
-        lines: list[str] = []
         for version, path in zip(
             batch.column("version").to_pylist(), batch.column("path").to_pylist(), strict=True
         ):
-            content = read_bytes(path)
-            if content is None:
-                raise WorkerFailure(
-                    CorruptLogFileError(
-                        file=path, path=request.table_path, reason="it disappeared while read"
-                    )
-                )
-            wanted = request.wanted_in(version)
-            # One scan of the raw bytes skips most commits (those holding no wanted string)
-            # without decoding them or splitting them into lines.
-            if not _wanted(content, tuple(text.encode() for text in wanted)):
-                continue
-            uri = file_uri(path)
-            for line in content.decode("utf-8").splitlines():
-                if line.strip() and _wanted(line, wanted) and not line.startswith(skipped):
-                    versions.append(version)
-                    files.append(uri)
-                    lines.append(line)
-        yield pa.RecordBatch.from_pydict(
-            {"version": versions, "_file": files, "value": lines}, schema=COMMIT_LINES_SCHEMA
+            lines.add(version, path, _wanted_lines(request, version, path))
+            if lines.size >= LINE_BATCH_BYTES:
+                yield lines.flush()
+    if lines.versions:
+        yield lines.flush()
+
+
+#: Lines are sent in batches of about this many bytes (Arrow string offsets are 32-bit).
+LINE_BATCH_BYTES = 64 << 20
+
+
+def _wanted_lines(request: CommitLinesRead, version: int, path: str) -> list[bytes]:
+    """The non-blank lines of one commit holding a wanted string, without skipped prefixes."""
+    content = read_bytes(path)
+    if content is None:
+        raise WorkerFailure(
+            CorruptLogFileError(
+                file=path, path=request.table_path, reason="it disappeared while read"
+            )
         )
+    wanted = tuple(text.encode() for text in request.wanted_in(version))
+    # One scan of the raw bytes skips most commits (those holding no wanted string) without
+    # splitting them into lines.
+    if not _wanted(content, wanted):
+        return []
+    skipped = tuple(prefix.encode() for prefix in request.skip_prefixes)
+    return [
+        line
+        for line in content.splitlines()
+        if line and not line.isspace() and _wanted(line, wanted) and not line.startswith(skipped)
+    ]
+
+
+class _LineBuffer:
+    """Lines gathered from commit files, turned into one Arrow batch at a time."""
+
+    def __init__(self, table_path: str) -> None:
+        self.table_path = table_path
+        self.versions: list[int] = []
+        self.files: list[str] = []
+        self.lines: list[bytes] = []
+        self.size = 0
+
+    def add(self, version: int, path: str, lines: list[bytes]) -> None:
+        self.versions += [version] * len(lines)
+        self.files += [file_uri(path)] * len(lines)
+        self.lines += lines
+        self.size += sum(map(len, lines))
+
+    def flush(self) -> pa.RecordBatch:
+        lengths = pa.array([0, *map(len, self.lines)], pa.int64())
+        offsets = pc.cumulative_sum(lengths).cast(pa.int32())  # checked: fails past 2 GiB
+        values = pa.Array.from_buffers(
+            pa.string(),
+            len(self.lines),
+            [None, offsets.buffers()[1], pa.py_buffer(b"".join(self.lines))],
+        )
+        self._check_utf8(values)
+        batch = pa.RecordBatch.from_arrays(
+            [pa.array(self.versions, pa.int64()), pa.array(self.files, pa.string()), values],
+            schema=COMMIT_LINES_SCHEMA,
+        )
+        self.versions, self.files, self.lines, self.size = [], [], [], 0
+        return batch
+
+    def _check_utf8(self, values: pa.Array) -> None:
+        """A file whose lines are not UTF-8 fails the task, named."""
+        try:
+            values.validate(full=True)
+        except pa.ArrowInvalid:
+            for file, line in zip(self.files, self.lines, strict=True):
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise WorkerFailure(
+                        CorruptLogFileError(file=file, path=self.table_path, reason=str(exc))
+                    ) from exc
+            raise

@@ -79,9 +79,20 @@ def first_foreign_source(sources: Iterable[str | None], log_dir: str) -> str | N
     ``_sidecars``; ``None`` when all are. A missing source (``None``) counts as foreign."""
     allowed = {log_dir.rstrip("/"), posixpath.join(log_dir.rstrip("/"), "_sidecars")}
     allowed = {_comparable_dir(directory) for directory in allowed}
+    # A partition holds rows of thousands of commits, nearly all in one directory: a name
+    # without escapes cannot change its directory when unquoted, so that is checked once.
+    checked: set[str] = set()
     for source in sources:
-        if source is None or _comparable_dir(posixpath.dirname(unquote(source))) not in allowed:
+        if source is None:
             return str(source)
+        directory, _, name = source.rpartition("/")
+        plain_name = "%" not in name
+        if plain_name and directory in checked:
+            continue
+        if _comparable_dir(posixpath.dirname(unquote(source))) not in allowed:
+            return source
+        if plain_name:
+            checked.add(directory)
     return None
 
 

@@ -52,6 +52,48 @@ def test_only_containing_keeps_a_superset_of_matching_lines(tmp_path: Path) -> N
     assert [row["value"] for batch in out for row in batch.to_pylist()] == ['{"protocol":{}}']
 
 
+def _values(request: CommitLinesRead, batch: pa.RecordBatch) -> list[tuple[int, str]]:
+    return [
+        (row["version"], row["value"])
+        for out in read_commit_lines(request, [batch])
+        for row in out.to_pylist()
+    ]
+
+
+def test_lines_split_where_spark_splits_them(tmp_path: Path) -> None:
+    """\\n, \\r\\n and a lone \\r end a line (Hadoop's LineReader); U+2028, legal inside a JSON
+    string, does not; whitespace-only lines are dropped."""
+    (tmp_path / "0.json").write_bytes(b'{"a":1}\r\n{"b":"x\xe2\x80\xa8y"}\r{"c":3}\n \t\n\n{"d":4}')
+    assert _values(CommitLinesRead("t"), _batch((0, f"file:{tmp_path}/0.json"))) == [
+        (0, '{"a":1}'),
+        (0, '{"b":"x\u2028y"}'),
+        (0, '{"c":3}'),
+        (0, '{"d":4}'),
+    ]
+
+
+def test_lines_come_in_bounded_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import delta_connect_py.worker.log_files as log_files
+
+    monkeypatch.setattr(log_files, "LINE_BATCH_BYTES", 20)
+    for version in range(3):
+        (tmp_path / f"{version}.json").write_text('{"add":{"path":"x"}}\n' * 2)
+    batch = _batch(*[(v, f"file:{tmp_path}/{v}.json") for v in range(3)])
+    out = list(read_commit_lines(CommitLinesRead("t"), [batch]))
+    assert len(out) == 3 and [b.num_rows for b in out] == [2, 2, 2]
+    assert [row["version"] for b in out for row in b.to_pylist()] == [0, 0, 1, 1, 2, 2]
+
+
+def test_a_commit_that_is_not_utf8_fails_with_the_file_named(tmp_path: Path) -> None:
+    (tmp_path / "0.json").write_text('{"add":{"path":"x"}}\n')
+    (tmp_path / "1.json").write_bytes(b'{"add":{"path":"\xff"}}\n')
+    batch = _batch((0, f"file:{tmp_path}/0.json"), (1, f"file:{tmp_path}/1.json"))
+    with pytest.raises(WorkerFailure) as info:
+        list(read_commit_lines(CommitLinesRead("file:/t"), [batch]))
+    error = decode_worker_failure(str(info.value))
+    assert isinstance(error, CorruptLogFileError) and "1.json" in str(error)
+
+
 def test_a_vanished_commit_fails_with_the_file_named(tmp_path: Path) -> None:
     missing = f"file:{tmp_path}/00000000000000000003.json"
     with pytest.raises(WorkerFailure) as info:

@@ -17,7 +17,7 @@ from delta_connect_py.errors import LogFileOutsideTableError
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
 from delta_connect_py.protocol.replay import reference_replay
 from delta_connect_py.worker.failures import WorkerFailure, decode_worker_failure
-from delta_connect_py.worker.replay import ReplayConfig, replay_partition
+from delta_connect_py.worker.replay import ReplayConfig, first_foreign_source, replay_partition
 from tests.histories import DAY_MS, NOW_MS, history, normalized, versioned_actions
 
 ROOT = "file:/data/table"
@@ -96,6 +96,16 @@ def test_rows_from_outside_the_log_fail_the_task() -> None:
     decoded = decode_worker_failure(f"PythonException: ... {info.value} ...")
     assert isinstance(decoded, LogFileOutsideTableError)
     assert "file:/data/other" in str(decoded)
+
+
+def test_an_escaped_name_cannot_leave_a_directory_already_checked() -> None:
+    log = "file:/data/t/_delta_log"
+    sources = [f"{log}/{v:020}.json" for v in range(3)]
+    assert first_foreign_source(sources, log) is None
+    escaping = f"{log}/..%2F..%2Fother%2F00000000000000000003.json"
+    assert first_foreign_source([*sources, escaping], log) == escaping
+    assert first_foreign_source([*sources, "file:/data/u/_delta_log/x.json"], log) is not None
+    assert first_foreign_source([*sources, None], log) == "None"
 
 
 def test_uri_encoded_source_files_are_accepted() -> None:
