@@ -10,7 +10,9 @@ The source table is never written: each writer gets its own copy under ``--work`
 fresh ``/tmp/ckpt-bench-*`` folder, removed afterwards), made once and reset between runs
 (every log file the run added is deleted and ``_last_checkpoint`` restored). The copy keeps the
 source's checkpoints, so both writers start from the same newest checkpoint;
-``--without-checkpoints`` drops them (both then replay every commit).
+``--without-checkpoints`` drops them (both then replay every commit). ``--steady-state`` first
+checkpoints each copy with our writer and adds one commit, untimed: the timed checkpoints then
+start from a checkpoint holding typed stats (``stats_parsed``), as after delta-spark's.
 
 Prints, per writer, the median seconds and every run; for ours also the phases (snapshot:
 listing and protocol/metadata; state: replay and computedState; write: parquet, rename and
@@ -20,8 +22,8 @@ hint), the checkpoint's action count, and whether delta-rs loads our result.
 from __future__ import annotations
 
 import argparse
-import os
 import dataclasses
+import os
 import shutil
 import statistics
 import tempfile
@@ -80,8 +82,30 @@ def _theirs(copy: Path) -> float:
     return time.perf_counter() - start
 
 
-def _prepare(source: Path, target: Path, without: bool) -> tuple[set[str], bytes | None]:
+def _steady_state(spark: Any, copy: Path) -> None:
+    """Checkpoint the copy's latest version with our writer (typed stats included, as
+    delta-spark writes them), then add one commit: the next checkpoint starts from it."""
+    import json
+
+    from delta_connect_py import DeltaTable
+    from delta_connect_py.protocol.filenames import commit_name
+
+    table = DeltaTable.for_path(spark, str(copy))
+    version = table.create_checkpoint().version
+    last = (copy / "_delta_log" / commit_name(version)).read_text().splitlines()
+    adds = [json.loads(line) for line in last if line.startswith('{"add"')][:2]
+    for number, action in enumerate(adds):
+        action["add"]["path"] = f"steady-state-{number}.parquet"
+    lines = [json.dumps(action) for action in adds]
+    (copy / "_delta_log" / commit_name(version + 1)).write_text("\n".join(lines) + "\n")
+
+
+def _prepare(
+    source: Path, target: Path, without: bool, steady_state: Any = None
+) -> tuple[set[str], bytes | None]:
     _copy(source, target, without)
+    if steady_state is not None:
+        steady_state(target)
     # The copy's dirty pages would otherwise be written back during the first timed run.
     os.sync()
     hint = target / "_delta_log" / "_last_checkpoint"
@@ -95,6 +119,11 @@ def main() -> None:
     parser.add_argument("--part-size", type=int, default=None)
     parser.add_argument("--without-checkpoints", action="store_true")
     parser.add_argument("--work", type=Path, default=None)
+    parser.add_argument(
+        "--steady-state",
+        action="store_true",
+        help="first checkpoint the copy with our writer and add one commit (untimed)",
+    )
     args = parser.parse_args()
 
     import deltalake
@@ -106,8 +135,9 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="ckpt-bench-", dir="/tmp"))
     ours_copy, theirs_copy = work / "ours", work / "delta-rs"
     try:
-        ours_state = _prepare(args.table, ours_copy, args.without_checkpoints)
-        theirs_state = _prepare(args.table, theirs_copy, args.without_checkpoints)
+        steady = (lambda copy: _steady_state(spark, copy)) if args.steady_state else None
+        ours_state = _prepare(args.table, ours_copy, args.without_checkpoints, steady)
+        theirs_state = _prepare(args.table, theirs_copy, args.without_checkpoints, steady)
         runs: list[dict[str, float]] = []
         theirs: list[float] = []
         result = loaded = None

@@ -16,8 +16,10 @@ domainMetadata, live adds with ``dataChange=false``, unexpired removes without `
 ``tags``); ``add.stats`` only when ``delta.checkpoint.writeStatsAsJson`` (default true);
 ``add.stats_parsed`` / ``add.partitionValues_parsed`` when
 ``delta.checkpoint.writeStatsAsStruct`` (default true, as delta-spark; see
-``checkpoint_stats``); multi-part parts and sidecars are Spark-hash-partitioned by
-``coalesce(add.path, remove.path)`` exactly as delta-spark does; no partial file is ever visible
+``checkpoint_stats``), carried over unparsed for live files read from a checkpoint that wrote
+``stats_parsed`` of the same type (parsing is most of a large checkpoint's cost); multi-part
+parts and sidecars are Spark-hash-partitioned by ``coalesce(add.path, remove.path)`` exactly as
+delta-spark does; no partial file is ever visible
 under a final name and ``_last_checkpoint`` is written only after every part exists; any
 failure removes the staging folder, and a folder left by a killed server is ignored by every
 reader and removed once stale (see ``worker.checkpoint_files``). A multi-part request on a
@@ -36,7 +38,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.connect.functions as F
-from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from delta_connect_py.checkpoint_stats import (
     partition_values_parsed,
@@ -49,7 +50,14 @@ from delta_connect_py.errors import (
     MissingDeltaTableError,
 )
 from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
-from delta_connect_py.plans.spark import collect, map_in_arrow, session_conf, spark_schema
+from delta_connect_py.plans.replay import PARSED_STATS_COLUMN
+from delta_connect_py.plans.spark import (
+    all_nullable,
+    collect,
+    map_in_arrow,
+    session_conf,
+    spark_schema,
+)
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.cleanup import CleanupPlan, cutoff_timestamp, plan_cleanup
 from delta_connect_py.session import translate_server_error
@@ -68,6 +76,7 @@ from delta_connect_py.worker.checkpoint_files import (
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table import DeltaTable
@@ -171,29 +180,47 @@ def _checkpoint_metadata_row(snapshot: Snapshot, frame: DataFrame) -> DataFrame:
     return snapshot.spark.range(1).select(*columns, metadata.alias("checkpointMetadata"))
 
 
-def checkpoint_add(snapshot: Snapshot) -> Column:
-    """The checkpoint's ``add`` column: stats as JSON and/or typed, per the table's settings."""
+def stats_parsed_type(snapshot: Snapshot) -> StructType | None:
+    """The type of the checkpoint's ``add.stats_parsed``; None when it is not written."""
     configuration = snapshot.metadata.configuration
+    if not props.write_stats_as_struct(configuration):
+        return None
+    tight_bounds = DELETION_VECTORS_FEATURE in _features(snapshot)
+    return stats_schema(
+        snapshot.schema, snapshot.partition_columns, configuration, tight_bounds=tight_bounds
+    )
+
+
+def checkpoint_add(snapshot: Snapshot, parsed_type: StructType | None) -> Column:
+    """The checkpoint's ``add`` column: stats as JSON and/or typed, per the table's settings.
+
+    Typed stats come from the previous checkpoint where it wrote them with the same type
+    (``PARSED_STATS_COLUMN`` of the rows), else from parsing ``add.stats`` (~26 us a row).
+    """
     add = F.col("add")
-    if props.write_stats_as_struct(configuration):
+    if parsed_type is not None:
         schema, partitions = snapshot.schema, snapshot.partition_columns
         typed_values = partition_values_parsed(F.col("add.partitionValues"), schema, partitions)
         if typed_values is not None:
             # when(): a nullable struct, like every checkpoint field.
             typed_values = F.when(F.col("add.path").isNotNull(), typed_values)
             add = add.withField("partitionValues_parsed", typed_values)
-        tight_bounds = DELETION_VECTORS_FEATURE in _features(snapshot)
-        parsed_type = stats_schema(schema, partitions, configuration, tight_bounds=tight_bounds)
-        add = add.withField("stats_parsed", stats_parsed(F.col("add.stats"), parsed_type))
-    if not props.write_stats_as_json(configuration):
+        # coalesce() parses only where the previous checkpoint gave nothing.
+        typed_stats = F.coalesce(
+            F.col(PARSED_STATS_COLUMN), stats_parsed(F.col("add.stats"), parsed_type)
+        )
+        add = add.withField("stats_parsed", typed_stats)
+    if not props.write_stats_as_json(snapshot.metadata.configuration):
         add = add.dropFields("stats")
     return add
 
 
 def checkpoint_frame(snapshot: Snapshot, layout: Layout) -> DataFrame:
     """The checkpoint rows (only file actions for sidecars), clustered into its parts."""
-    add, remove = checkpoint_add(snapshot), F.col("remove").dropFields("stats", "tags")
-    state = snapshot.state_df()
+    parsed_type = stats_parsed_type(snapshot)
+    add = checkpoint_add(snapshot, parsed_type)
+    remove = F.col("remove").dropFields("stats", "tags")
+    state = snapshot.checkpoint_rows(parsed_type)
     if layout.sidecars:
         is_file = F.col("add.path").isNotNull() | F.col("remove.path").isNotNull()
         frame = state.where(is_file).select(add.alias("add"), remove.alias("remove"))
@@ -219,21 +246,9 @@ def checkpoint_frame(snapshot: Snapshot, layout: Layout) -> DataFrame:
     return frame.repartition(layout.num_parts, F.coalesce(F.col("add.path"), F.col("remove.path")))
 
 
-def _nullable(data_type: DataType) -> DataType:
-    if isinstance(data_type, StructType):
-        return StructType(
-            [StructField(f.name, _nullable(f.dataType), True, f.metadata) for f in data_type]
-        )
-    if isinstance(data_type, ArrayType):
-        return ArrayType(_nullable(data_type.elementType), True)
-    if isinstance(data_type, MapType):
-        return MapType(_nullable(data_type.keyType), _nullable(data_type.valueType), True)
-    return data_type
-
-
 def checkpoint_schema_json(frame: DataFrame) -> str | None:
     """The written (all-nullable) schema as Spark JSON, or None when delta-spark would omit it."""
-    text = json.dumps(_nullable(frame.schema).jsonValue(), separators=(",", ":"))
+    text = json.dumps(all_nullable(frame.schema).jsonValue(), separators=(",", ":"))
     return text if len(text) <= MAX_CHECKPOINT_SCHEMA_CHARS else None
 
 

@@ -180,6 +180,13 @@ class Snapshot:
         """
         return self._state_df
 
+    def checkpoint_rows(self, stats_parsed: StructType | None) -> DataFrame:
+        """``state_df()`` for a checkpoint writer; with ``stats_parsed``, plus the typed stats
+        the previous checkpoint wrote, where it wrote that type (``ReconstructedState.rows``)."""
+        if stats_parsed is None:
+            return self.state_df()
+        return self._reconstructed.rows(self.replay_config(), stats_parsed)
+
     @cached_property
     def state(self) -> State:
         """delta-spark's computedState (runs one Spark job the first time)."""

@@ -8,7 +8,8 @@ replayed action has is already reconciled, so it joins the state as it is, read 
 checkpoint parquet (Delta Kernel's plan): the checkpoint, usually most of the state, is never
 shuffled nor sent through Python, and queries over the state read only the columns they use.
 ``update`` replays only the new commits (with the earlier replay's non-file actions) and keeps
-the earlier replayed file actions no new action has the key of.
+the earlier replayed file actions no new action has the key of. For a checkpoint writer the rows
+can also carry the typed stats (``add.stats_parsed``) the checkpoint was written with.
 
 Invariants: the partition key is a function of the file name that is equal for any two paths
 whose canonical keys are equal (the lower-cased last path segment: canonicalization only changes
@@ -34,11 +35,19 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
+from pyspark.sql.types import StructType
 
 from delta_connect_py.errors import LogFileOutsideTableError
 from delta_connect_py.plans.file_keys import action_path, file_key_columns, is_file_action
 from delta_connect_py.plans.loading import conformed_state_columns
-from delta_connect_py.plans.spark import map_in_arrow, materialize, spark_schema, union_all
+from delta_connect_py.plans.spark import (
+    all_nullable,
+    map_in_arrow,
+    materialize,
+    spark_schema,
+    struct_fields,
+    union_all,
+)
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
 from delta_connect_py.worker.replay import ReplayConfig, first_foreign_source, replay_partition
 
@@ -60,6 +69,8 @@ STATE_COLUMNS = [field.name for field in STATE_SPARK_SCHEMA.fields]
 _PATH = "_file_path_key"
 _DV_ID = "_file_dv_key"
 _KEY_COLUMNS = [_PATH, _DV_ID]
+#: See ``ReconstructedState.rows``.
+PARSED_STATS_COLUMN = "_checkpoint_stats_parsed"
 
 
 def partition_key() -> Column:
@@ -95,14 +106,27 @@ class ReconstructedState:
     #: Small enough replays have their keys broadcast to every task rather than shuffled.
     broadcast_keys: bool
 
-    def rows(self, config: ReplayConfig) -> DataFrame:
+    def rows(self, config: ReplayConfig, stats_parsed: StructType | None = None) -> DataFrame:
         """The state: one action per row as a checkpoint holds it, tombstones retained per
-        ``config``."""
-        parts = [self.replayed]
+        ``config``.
+
+        With ``stats_parsed`` (a checkpoint writer's type of ``add.stats_parsed``), a last column
+        ``PARSED_STATS_COLUMN`` holds the ``add.stats_parsed`` of rows read from a checkpoint
+        that wrote exactly that type, else null: the typed stats of a live file read from the
+        previous checkpoint need not be parsed again.
+        """
+        parsed = [] if stats_parsed is None else [F.lit(None).cast(stats_parsed)]
+        replayed = self.replayed.select("*", *[c.alias(PARSED_STATS_COLUMN) for c in parsed])
+        parts = [replayed]
         if self.checkpoint is not None:
             keys = _file_keys(self.replayed, self.table_root, self.broadcast_keys)
-            frames = self.checkpoint.frames
-            parts = [*(_unreplayed_files(f, keys, self.table_root) for f in frames), self.replayed]
+            parts = [
+                *(
+                    _unreplayed_files(frame, keys, self.table_root, stats_parsed)
+                    for frame in self.checkpoint.frames
+                ),
+                replayed,
+            ]
         return union_all(parts).where(retained(config))
 
 
@@ -176,7 +200,10 @@ def _file_keys(replayed: DataFrame, table_root: str, broadcast: bool) -> DataFra
 
 
 def _unreplayed_files(
-    checkpoint_frame: DataFrame, replayed_keys: DataFrame, table_root: str
+    checkpoint_frame: DataFrame,
+    replayed_keys: DataFrame,
+    table_root: str,
+    stats_parsed: StructType | None = None,
 ) -> DataFrame:
     """The checkpoint frame's file actions no replayed action has the key of, as state rows
     with ``dataChange`` false.
@@ -196,14 +223,25 @@ def _unreplayed_files(
     )
     # A checkpoint row holds one action, so the other action columns are null by definition;
     # saying so lets queries skip reading them. withField keeps a null struct null.
-    return untouched.select(
-        *[
-            conformed[name].withField("dataChange", F.lit(False)).alias(name)
-            if name in ("add", "remove")
-            else F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType).alias(name)
-            for name in STATE_COLUMNS
-        ]
-    )
+    columns = [
+        conformed[name].withField("dataChange", F.lit(False)).alias(name)
+        if name in ("add", "remove")
+        else F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType).alias(name)
+        for name in STATE_COLUMNS
+    ]
+    if stats_parsed is not None:
+        columns.append(_written_stats_parsed(checkpoint_frame, stats_parsed))
+    return untouched.select(*columns)
+
+
+def _written_stats_parsed(checkpoint_frame: DataFrame, stats_parsed: StructType) -> Column:
+    """The frame's ``add.stats_parsed`` when it has exactly the type ``stats_parsed``, else null."""
+    written = struct_fields(checkpoint_frame.schema)
+    add = written.get("add")
+    written_type = struct_fields(add).get("stats_parsed") if isinstance(add, StructType) else None
+    same = written_type is not None and all_nullable(written_type) == all_nullable(stats_parsed)
+    column = F.col("add.stats_parsed") if same else F.lit(None).cast(stats_parsed)
+    return column.alias(PARSED_STATS_COLUMN)
 
 
 def _key_columns(

@@ -166,6 +166,19 @@ def map_in_arrow(frame: DataFrame, body: Any, schema: StructType | str) -> DataF
     return frame.mapInArrow(in_worker(body), schema)
 
 
+def all_nullable(data_type: DataType) -> DataType:
+    """``data_type`` with every field, element and value nullable (as parquet files read back)."""
+    if isinstance(data_type, StructType):
+        return StructType(
+            [StructField(f.name, all_nullable(f.dataType), True, f.metadata) for f in data_type]
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(all_nullable(data_type.elementType), True)
+    if isinstance(data_type, MapType):
+        return MapType(all_nullable(data_type.keyType), all_nullable(data_type.valueType), True)
+    return data_type
+
+
 def struct_fields(schema: StructType) -> dict[str, DataType]:
     return {field.name: field.dataType for field in schema.fields}
 

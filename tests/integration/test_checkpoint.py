@@ -465,6 +465,46 @@ def test_stats_parsed_and_partition_values_parsed(spark: Any, tmp_path: Path) ->
         assert add["partitionValues_parsed"] == {"part": dict(add["partitionValues"])["part"]}
 
 
+def _mark_typed_stats(result: checkpoints.CheckpointResult) -> str:
+    """Rewrite the checkpoint so its first add's ``stats_parsed.numRecords`` disagrees with its
+    JSON ``stats`` (a value only reuse can carry on); that add's path."""
+    path = Path(result.paths[0].removeprefix("file:"))
+    table = pq.read_table(path)
+    adds = table.column("add").to_pylist()
+    index = next(i for i, add in enumerate(adds) if add is not None)
+    adds[index]["stats_parsed"]["numRecords"] += 1000
+    column = pa.array(adds, type=table.schema.field("add").type)
+    pq.write_table(table.set_column(table.schema.get_field_index("add"), "add", column), path)
+    return str(adds[index]["path"])
+
+
+def _numbers_of_records(root: Path, result: checkpoints.CheckpointResult) -> dict[str, Any]:
+    return {
+        add["path"]: (add["stats_parsed"]["numRecords"], json.loads(add["stats"])["numRecords"])
+        for add in checkpoint_adds(root, result)
+    }
+
+
+def test_typed_stats_of_the_previous_checkpoint_are_reused(spark: Any, tmp_path: Path) -> None:
+    """A live file read from a checkpoint whose ``stats_parsed`` has the type being written
+    keeps it (not parsed again); files added since, or a checkpoint of another type, are
+    parsed from ``stats``."""
+    root = tmp_path / "t"
+    random_delta_rs_table(root, 4)
+    table = DeltaTable.for_path(spark, str(root))
+    marked = _mark_typed_stats(table.create_checkpoint())
+    data = pa.table({"id": pa.array([1, 2], pa.int64()), "part": pa.array(["a", "b"])})
+    deltalake.write_deltalake(str(root), data, mode="append", partition_by=["part"])
+    second = _numbers_of_records(root, table.create_checkpoint())
+    parsed, in_json = second.pop(marked)
+    assert parsed == in_json + 1000
+    assert second and all(parsed == in_json for parsed, in_json in second.values())
+    # Another stats type (no indexed column): every file's stats are parsed again.
+    _set_configuration(spark, root, {"delta.dataSkippingNumIndexedCols": "0"})
+    third = _numbers_of_records(root, table.create_checkpoint())
+    assert marked in third and all(parsed == in_json for parsed, in_json in third.values())
+
+
 def _set_configuration(spark: Any, root: Path, settings: dict[str, str]) -> None:
     """Commit a metaData action adding ``settings`` to the table configuration."""
     snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
