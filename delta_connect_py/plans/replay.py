@@ -115,8 +115,9 @@ class ReconstructedState:
         that wrote exactly that type, else null: the typed stats of a live file read from the
         previous checkpoint need not be parsed again.
         """
-        parsed = [] if stats_parsed is None else [F.lit(None).cast(stats_parsed)]
-        replayed = self.replayed.select("*", *[c.alias(PARSED_STATS_COLUMN) for c in parsed])
+        replayed = self.replayed
+        if stats_parsed is not None:  # replayed adds come from commits: nothing typed to reuse
+            replayed = replayed.withColumn(PARSED_STATS_COLUMN, F.lit(None).cast(stats_parsed))
         parts = [replayed]
         if self.checkpoint is not None:
             keys = _file_keys(self.replayed, self.table_root, self.broadcast_keys)
@@ -235,7 +236,8 @@ def _unreplayed_files(
 
 
 def _written_stats_parsed(checkpoint_frame: DataFrame, stats_parsed: StructType) -> Column:
-    """The frame's ``add.stats_parsed`` when it has exactly the type ``stats_parsed``, else null."""
+    """The frame's ``add.stats_parsed`` when it has the type ``stats_parsed`` (nullability
+    aside: parquet reads every field back nullable), else null."""
     written = struct_fields(checkpoint_frame.schema)
     add = written.get("add")
     written_type = struct_fields(add).get("stats_parsed") if isinstance(add, StructType) else None
