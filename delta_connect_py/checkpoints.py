@@ -49,6 +49,7 @@ from delta_connect_py.errors import (
     CheckpointUnsupportedError,
     MissingDeltaTableError,
 )
+from delta_connect_py.plans.file_keys import action_path, is_file_action
 from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
 from delta_connect_py.plans.replay import PARSED_STATS_COLUMN
 from delta_connect_py.plans.spark import (
@@ -222,8 +223,7 @@ def checkpoint_frame(snapshot: Snapshot, layout: Layout) -> DataFrame:
     remove = F.col("remove").dropFields("stats", "tags")
     state = snapshot.checkpoint_rows(parsed_type)
     if layout.sidecars:
-        is_file = F.col("add.path").isNotNull() | F.col("remove.path").isNotNull()
-        frame = state.where(is_file).select(add.alias("add"), remove.alias("remove"))
+        frame = state.where(is_file_action()).select(add.alias("add"), remove.alias("remove"))
     else:
         frame = state.select(
             "txn",
@@ -243,7 +243,7 @@ def checkpoint_frame(snapshot: Snapshot, layout: Layout) -> DataFrame:
         # (from_json, ~26 us a row) in the state's own partitions and shuffling the rows to
         # the one writer is faster than coalescing (L: write 27 s -> 22 s on 2 cores).
         return frame.repartition(1)
-    return frame.repartition(layout.num_parts, F.coalesce(F.col("add.path"), F.col("remove.path")))
+    return frame.repartition(layout.num_parts, action_path())
 
 
 def checkpoint_schema_json(frame: DataFrame) -> str | None:

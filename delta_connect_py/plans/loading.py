@@ -201,10 +201,11 @@ def first_malformed_line(
 
 @contextmanager
 def malformed_commits_reported(
-    spark: SparkSession, files: Sequence[LogFile], table_root: str, schema: StructType
+    spark: SparkSession, files: Sequence[LogFile], path: str, schema: StructType
 ) -> Iterator[None]:
     """Turn Spark's malformed-record failure of a read of ``files`` into
-    ``DELTA_CORRUPT_LOG_FILE`` naming the commit file and quoting the line.
+    ``DELTA_CORRUPT_LOG_FILE`` naming the commit file and quoting the line; ``path`` is the
+    table (or log) the error names.
 
     Spark's own error names no line, and no file at all when the lines were parsed by
     ``from_json``. A failure that is something else, or whose line cannot be found among
@@ -222,7 +223,7 @@ def malformed_commits_reported(
         quoted = line if len(line) <= QUOTED_LINE_CHARS else line[:QUOTED_LINE_CHARS] + "..."
         raise CorruptLogFileError(
             file=file,
-            path=table_root,
+            path=path,
             reason=f"a line is not valid JSON of Delta actions: {quoted}",
         ) from exc
 
