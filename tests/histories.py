@@ -117,13 +117,17 @@ def commit(draw: st.DrawFn) -> list[dict[str, Any]]:
     return actions
 
 
-@st.composite
-def history(draw: st.DrawFn, max_commits: int = 8) -> list[list[dict[str, Any]]]:
-    first = [
+def first_commit() -> list[dict[str, Any]]:
+    """Protocol and metadata of a new table."""
+    return [
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
         {"metaData": _metadata({})},
     ]
-    return [first, *draw(st.lists(commit(), min_size=1, max_size=max_commits))]
+
+
+@st.composite
+def history(draw: st.DrawFn, max_commits: int = 8) -> list[list[dict[str, Any]]]:
+    return [first_commit(), *draw(st.lists(commit(), min_size=1, max_size=max_commits))]
 
 
 def write_log(table: Path, commits: list[list[dict[str, Any]]]) -> None:

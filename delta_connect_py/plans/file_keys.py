@@ -67,10 +67,25 @@ def dv_unique_id_column(action: Column) -> Column:
     return F.when(dv.getField("storageType").isNull(), F.lit(None)).otherwise(with_offset)
 
 
+def is_plain_path(path: Column) -> Column:
+    """``protocol.paths.is_plain_path``: relative, no ``%`` or ``:``. Such a path is its own
+    canonical path, and a path that is not plain never has a plain canonical path."""
+    return ~(path.contains("%") | path.contains(":") | path.startswith("/"))
+
+
+def has_deletion_vector(add: Column | None = None, remove: Column | None = None) -> Column:
+    """Whether the row's add or remove has a deletion vector (default: the row's columns)."""
+    add = F.col("add") if add is None else add
+    remove = F.col("remove") if remove is None else remove
+    return (
+        add.getField("deletionVector").getField("storageType").isNotNull()
+        | remove.getField("deletionVector").getField("storageType").isNotNull()
+    )
+
+
 def canonical_path_column(path: Column, table_root: str) -> Column:
     """delta-spark's canonical path of ``path`` (see ``protocol.paths.canonical_path``)."""
-    plain = ~(path.contains("%") | path.contains(":") | path.startswith("/"))
-    return F.when(plain, path).otherwise(_upper_escapes(_qualified(path, table_root)))
+    return F.when(is_plain_path(path), path).otherwise(_upper_escapes(_qualified(path, table_root)))
 
 
 def _qualified(path: Column, table_root: str) -> Column:

@@ -65,6 +65,12 @@ def root_prefix(table_root: str) -> str:
     return f"{scheme}:"
 
 
+def is_plain_path(path: str) -> bool:
+    """Whether ``path`` is relative and has no ``%`` or ``:``: then it is its own canonical path,
+    and no other path has it as canonical path (qualifying adds a scheme, escapes keep ``%``)."""
+    return not ("%" in path or ":" in path or path.startswith("/"))
+
+
 def canonical_path(path: str, table_root: str) -> str:
     """The key under which delta-spark's replay would identify the file ``path``.
 

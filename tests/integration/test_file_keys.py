@@ -13,10 +13,11 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from delta_connect_py.plans import file_keys
 from delta_connect_py.plans.file_keys import file_key
 from delta_connect_py.plans.spark import spark_schema
 from delta_connect_py.protocol.actions import ADD, REMOVE
-from delta_connect_py.protocol.paths import canonical_path, dv_unique_id
+from delta_connect_py.protocol.paths import canonical_path, dv_unique_id, is_plain_path
 
 ROOTS = ["file:/data/t", "file:///data/t", "s3a://Bucket/t", "hdfs://user@NameNode:8020/t", "/t"]
 
@@ -84,6 +85,14 @@ def test_tricky_paths_have_equal_keys(spark: Any) -> None:
     for root in ROOTS:
         expected = [_python_key(path, dv, root) for path, dv in cases]
         assert _spark_keys(spark, _rows(cases), root) == expected, root
+
+
+def test_plain_paths_are_the_same_in_spark(spark: Any) -> None:
+    frame = spark.createDataFrame([(i, path) for i, path in enumerate(TRICKY)], "i long, p string")
+    rows = frame.select("i", file_keys.is_plain_path(frame["p"]).alias("plain")).collect()
+    assert [row["plain"] for row in sorted(rows, key=lambda row: row["i"])] == [
+        is_plain_path(path) for path in TRICKY
+    ]
 
 
 @settings(

@@ -14,6 +14,7 @@ from unittest import mock
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
@@ -22,7 +23,15 @@ from delta_connect_py.plans import loading
 from delta_connect_py.protocol.actions import STATE_SCHEMA
 from delta_connect_py.protocol.filenames import checkpoint_name
 from delta_connect_py.protocol.replay import reference_replay
-from tests.histories import history, normalized, versioned_actions, write_log
+from tests.histories import (
+    DELETION_VECTORS,
+    NOW_MS,
+    first_commit,
+    history,
+    normalized,
+    versioned_actions,
+    write_log,
+)
 
 SETTINGS = settings(
     max_examples=8,
@@ -88,3 +97,54 @@ def test_replay_from_checkpoint_equals_full_replay(
         assert from_checkpoint.segment.checkpoint is not None
         assert from_checkpoint.segment.checkpoint.version == checkpoint_version
         assert _ours(from_checkpoint) == _ours(full)
+
+
+def _file(kind: str, path: str, dv: dict[str, Any] | None = None) -> dict[str, Any]:
+    action: dict[str, Any] = {"path": path, "size": 7, "dataChange": True, "deletionVector": dv}
+    if kind == "add":
+        action.update(partitionValues={}, modificationTime=NOW_MS, stats='{"numRecords":1}')
+    else:
+        action["deletionTimestamp"] = NOW_MS
+    return {kind: action}
+
+
+@pytest.mark.parametrize("escaped_commit", [False, True])
+def test_checkpoint_rows_are_matched_by_file_key(spark: Any, escaped_commit: bool) -> None:
+    """Checkpoint rows superseded by a commit go, whichever way keys are joined: paths as
+    written when every replayed key is plain without a DV, canonical keys otherwise."""
+    dv = DELETION_VECTORS[1]
+    checkpointed = [
+        _file("add", "a.parquet"),
+        _file("add", "a.parquet", dv),  # another logical file: only its DV differs
+        _file("add", "c%2fd.parquet"),
+        _file("add", "/abs/e.parquet"),
+        _file("add", "kept.parquet"),
+    ]
+    after = [_file("remove", "a.parquet"), _file("add", "new.parquet")]
+    if escaped_commit:  # other spellings of two checkpointed files' canonical paths
+        after += [_file("remove", "c%2Fd.parquet"), _file("remove", "file:/abs/e.parquet")]
+    commits = [first_commit(), checkpointed, after]
+    with tempfile.TemporaryDirectory() as tmp:
+        write_log(Path(tmp), commits)
+        table = DeltaTable.for_path(spark, tmp)
+        full = table.snapshot()
+        prefix = reference_replay(
+            versioned_actions(commits[:2]),
+            table_root=full.replay_config().table_root,
+            min_file_retention_timestamp=None,
+            min_set_transaction_retention_timestamp=None,
+        )
+        checkpoint = pa.Table.from_pylist(prefix.to_rows(), schema=STATE_SCHEMA)
+        pq.write_table(checkpoint, Path(tmp) / "_delta_log" / checkpoint_name(1))
+        from_checkpoint = table.snapshot()
+
+        assert from_checkpoint._reconstructed.plain_keys is not escaped_commit
+        assert _ours(from_checkpoint) == _reference(commits, from_checkpoint) == _ours(full)
+        live = {row["path"] for row in from_checkpoint.all_files().collect()}
+        gone = {"c%2fd.parquet", "/abs/e.parquet"} if escaped_commit else set()
+        assert (
+            live
+            == {"a.parquet", "c%2fd.parquet", "/abs/e.parquet", "kept.parquet", "new.parquet"}
+            - gone
+        )
+        assert from_checkpoint.state.num_of_files == len(live)

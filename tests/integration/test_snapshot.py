@@ -7,8 +7,10 @@ delta-rs (``deltalake``) is the oracle for file sets; file modification times ar
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -221,6 +223,44 @@ def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None
     assert again.previous is None  # a checkpoint newer than `updated`: rebuilt from it
     assert _state_view(again) == _state_view(table.snapshot())
     assert {unquote(p) for p, _, _ in _state_view(again)[5]} == _rs_files(root)
+
+
+def _commit_with_txn_retention(days: int, txn_updated_ms: int | None = None) -> str:
+    """A commit setting the table's transaction retention (and recording one txn)."""
+    schema = (
+        '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+    )
+    metadata = {
+        "id": "txn-retention",
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": schema,
+        "partitionColumns": [],
+        "configuration": {"delta.setTransactionRetentionDuration": f"interval {days} days"},
+    }
+    actions: list[dict[str, Any]] = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {"metaData": metadata},
+    ]
+    if txn_updated_ms is not None:
+        actions.append({"txn": {"appId": "app", "version": 3, "lastUpdated": txn_updated_ms}})
+    return "".join(json.dumps(action) + "\n" for action in actions)
+
+
+def test_update_after_a_longer_transaction_retention_rebuilds(spark: Any, tmp_path: Path) -> None:
+    """A transaction the earlier state dropped as expired is kept again once a new commit
+    lengthens the retention: update() must not build on the state that dropped it."""
+    log = tmp_path / "t" / "_delta_log"
+    log.mkdir(parents=True)
+    three_days_ago = int(time.time() * 1000) - 3 * 86_400_000
+    (log / commit_name(0)).write_text(_commit_with_txn_retention(1, three_days_ago))
+    table = DeltaTable.for_path(spark, str(log.parent))
+    first = table.snapshot()
+    assert first.transactions == {}
+
+    (log / commit_name(1)).write_text(_commit_with_txn_retention(7))
+    updated = first.update()
+    assert updated.version == 1
+    assert updated.transactions == table.snapshot().transactions == {"app": 3}
 
 
 MALFORMED_LINES = {

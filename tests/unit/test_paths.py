@@ -10,6 +10,7 @@ from delta_connect_py.protocol.paths import (
     canonical_path,
     dv_unique_id,
     file_key,
+    is_plain_path,
     path_partition_key,
 )
 
@@ -71,3 +72,17 @@ def test_file_key() -> None:
     dv = {"storageType": "u", "pathOrInlineDv": "abc", "offset": 4}
     assert file_key("/a/b", dv, "s3a://bk/t") == ("s3a://bk/a/b", "uabc@4")
     assert file_key("b", None, "s3a://bk/t") == ("b", None)
+
+
+@given(
+    st.lists(st.sampled_from([*"aZ09/:%.=-", "%2f", "%2F", "s3a:", "//", "file:"]), max_size=10),
+    st.sampled_from(["file:/tmp/t", "s3a://Bucket/t", "/tmp/t"]),
+)
+def test_only_plain_paths_have_plain_canonical_paths(pieces: list[str], root: str) -> None:
+    """What lets the replay match checkpoint rows on paths as written when every replayed key
+    is plain (``plans.replay._JoinKeys``)."""
+    path = "".join(pieces)
+    canonical = canonical_path(path, root)
+    assert is_plain_path(canonical) == is_plain_path(path)
+    if is_plain_path(path):
+        assert canonical == path
