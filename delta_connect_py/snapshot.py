@@ -5,9 +5,10 @@ protocol, metadata, schema, properties) come from the log segment and the P&M fa
 reconstructed state is a lazily built, server-cached DataFrame, and ``state`` is the one global
 aggregation over it.
 
-Invariants: a Snapshot is an immutable value (its properties never change once computed); the
-reconstructed state's protocol and metadata must equal the fast path's, else
-``DELTA_STATE_RECOVER_ERROR``; nothing proportional to the table is collected to the client.
+Invariants: a Snapshot is an immutable value (its properties never change once computed; only
+``previous`` is let go of once the state no longer needs it); the reconstructed state's protocol
+and metadata must equal the fast path's, else ``DELTA_STATE_RECOVER_ERROR``; nothing
+proportional to the table is collected to the client.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ class Snapshot:
     snapshot_partitions: int | None = None
     #: Milliseconds since the epoch when the snapshot was taken: tombstone retention's "now".
     created_at_ms: int = 0
-    #: The earlier snapshot whose server-side state this one extends (see ``update``).
+    #: The earlier snapshot whose server-side state this one extends (see ``update``); None
+    #: once this snapshot's own state is on the server, which no longer needs it.
     previous: Snapshot | None = None
 
     @property
@@ -125,7 +127,7 @@ class Snapshot:
             loaded = load_actions(self.spark, segment, self.table.log_dir)
             if previous is None:
                 return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
-            return reconstruct_after(
+            state = reconstruct_after(
                 previous._reconstructed,
                 previous_commit=file_uri(f"{self.table.log_dir}/{commit_name(previous.version)}"),
                 previous_version=previous.version,
@@ -133,6 +135,11 @@ class Snapshot:
                 config=self.replay_config(),
                 num_partitions=self.snapshot_partitions,
             )
+        # This state stands on its own now. Holding on to the earlier snapshot would keep every
+        # earlier state of a chain of updates alive on the server (a poller's memory would grow
+        # by one state per update); a later rebuild (after ``unpersist``) replays the segment.
+        object.__setattr__(self, "previous", None)
+        return state
 
     @cached_property
     def _state_df(self) -> DataFrame:

@@ -7,10 +7,12 @@ delta-rs (``deltalake``) is the oracle for file sets; file modification times ar
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import shutil
 import time
+import weakref
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -214,6 +216,12 @@ def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None
     updated = first.update()
     assert updated.previous is first and updated.version == 3
     assert _state_view(updated) == _state_view(table.snapshot())
+    # Its state built, the update lets go of the earlier snapshot and its server-side state.
+    assert updated.previous is None
+    first_ref = weakref.ref(first)
+    del first
+    gc.collect()
+    assert first_ref() is None
     assert {unquote(p) for p, _, _ in _state_view(updated)[5]} == _rs_files(root)
     assert "x" in updated.schema.fieldNames()
 
