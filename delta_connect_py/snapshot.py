@@ -178,7 +178,7 @@ class Snapshot:
             created_at_ms=now_ms(),
             previous=self,
         )
-        if not _keeps_all_kept_by(
+        if not _retains_nothing_dropped_by(
             updated.replay_config().min_set_transaction_retention_timestamp,
             self.replay_config().min_set_transaction_retention_timestamp,
         ):
@@ -270,8 +270,9 @@ def _commits_after(segment: LogSegment, version: int) -> LogSegment:
     )
 
 
-def _keeps_all_kept_by(horizon: int | None, earlier: int | None) -> bool:
-    """Whether retention ``horizon`` drops everything ``earlier`` dropped (None drops nothing)."""
+def _retains_nothing_dropped_by(horizon: int | None, earlier: int | None) -> bool:
+    """Whether a retention ``horizon`` keeps nothing the ``earlier`` one dropped (a horizon
+    keeps what was updated after it; None keeps everything)."""
     return earlier is None or (horizon is not None and horizon >= earlier)
 
 
