@@ -2,7 +2,8 @@
 
 Responsibility: start pip's pyspark as a standalone Spark Connect server (``spark-submit --class
 org.apache.spark.sql.connect.service.SparkConnectServer``) bound to 127.0.0.1 on a free port,
-wait until it answers, and stop it when the client exits. ``server/start-local.sh`` and the test
+wait until it answers, and stop it when the client exits, also when the client dies without
+running its exit handlers (a watchdog process). ``server/start-local.sh`` and the test
 suite start the very same server through ``python -m delta_connect_py.embedded``.
 
 Invariants: the server only ever binds the loopback address; its Python workers run
@@ -48,6 +49,27 @@ SERVER_CONF: dict[str, str] = {
 }
 
 START_TIMEOUT_SECONDS = 180.0
+
+#: The watchdog, a separate small process: it waits on a pipe only the client holds open, and
+#: when the pipe closes (the client exited however it did: SIGKILL, a killed notebook kernel)
+#: it stops the server's process group, which would otherwise keep running with its memory and
+#: port. It leaves as soon as the server is gone, so it never signals a reused group id. A
+#: client that forks keeps the server until its children exit too.
+_WATCHDOG = """
+import os, select, signal, sys, time
+server_group = int(sys.argv[1])
+try:
+    while not select.select([sys.stdin], [], [], 1.0)[0]:
+        os.killpg(server_group, 0)
+    os.killpg(server_group, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        os.killpg(server_group, 0)
+        time.sleep(0.2)
+    os.killpg(server_group, signal.SIGKILL)
+except ProcessLookupError:
+    pass
+"""
 MIN_JAVA_VERSION = 17
 
 
@@ -117,6 +139,8 @@ class EmbeddedServer:
     extra_conf: dict[str, str] = field(default_factory=dict)
     process: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
+    #: Stops the server when this process dies without running ``stop`` (see ``_WATCHDOG``).
+    watchdog: subprocess.Popen[bytes] | None = None
 
     @property
     def remote(self) -> str:
@@ -160,6 +184,11 @@ class EmbeddedServer:
                 cwd=log_dir,
                 start_new_session=True,
             )
+        self.watchdog = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(self.process.pid)],
+            stdin=subprocess.PIPE,
+            start_new_session=True,
+        )
         atexit.register(self.stop)
         self._wait_until_ready()
         return self
@@ -200,6 +229,10 @@ class EmbeddedServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> None:
+        watchdog, self.watchdog = self.watchdog, None
+        if watchdog is not None:
+            watchdog.kill()
+            watchdog.wait(timeout=10)
         process, self.process = self.process, None
         if process is None or process.poll() is not None:
             return

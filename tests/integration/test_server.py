@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,11 +73,60 @@ server.stop()
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie left for whoever adopted an orphan to reap does not)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+# Starts the embedded server, reports its process, then waits to be killed.
+KILLED_CLIENT = """
+import json, sys, time
+from delta_connect_py import connect, session
+
+connect()
+print(json.dumps({"pid": session._embedded.process.pid}), flush=True)
+time.sleep(600)
+"""
+
+
+def _embedded_env() -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if key != "SPARK_REMOTE"}
+    if VANILLA_WORKER_PYTHON.exists():
+        env["DELTA_CONNECT_WORKER_PYTHON"] = str(VANILLA_WORKER_PYTHON)
+    return env
+
+
+@pytest.mark.embedded
+def test_embedded_server_stops_when_its_client_is_killed() -> None:
+    """A client killed outright (no exit handlers run) does not leave its server running."""
+    client = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CLIENT],
+        env=_embedded_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert client.stdout is not None
+    server_pid = json.loads(client.stdout.readline())["pid"]
+    try:
+        assert _alive(server_pid)
+        client.kill()
+        client.wait(timeout=30)
+        deadline = time.monotonic() + 60
+        while _alive(server_pid) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _alive(server_pid), "the embedded server outlived its killed client"
+    finally:
+        client.kill()
+        if _alive(server_pid):
+            os.killpg(server_pid, signal.SIGKILL)
 
 
 @pytest.mark.embedded
