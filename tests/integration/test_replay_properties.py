@@ -85,18 +85,26 @@ def test_replay_from_checkpoint_equals_full_replay(
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         full = table.snapshot()
-        prefix_state = reference_replay(
-            versioned_actions(commits[: checkpoint_version + 1]),
-            table_root=full.replay_config().table_root,
-            min_file_retention_timestamp=None,
-            min_set_transaction_retention_timestamp=None,
-        )
-        checkpoint = pa.Table.from_pylist(prefix_state.to_rows(), schema=STATE_SCHEMA)
-        pq.write_table(checkpoint, Path(tmp) / "_delta_log" / checkpoint_name(checkpoint_version))
+        _write_reference_checkpoint(Path(tmp), full, commits, checkpoint_version)
         from_checkpoint = table.snapshot()
         assert from_checkpoint.segment.checkpoint is not None
         assert from_checkpoint.segment.checkpoint.version == checkpoint_version
         assert _ours(from_checkpoint) == _ours(full)
+
+
+def _write_reference_checkpoint(
+    table: Path, snapshot: Any, commits: list[list[dict[str, Any]]], version: int
+) -> None:
+    """A classic checkpoint at ``version`` of the table at ``table`` (of which ``snapshot`` is
+    a snapshot), from the reference replay (every tombstone and transaction kept)."""
+    state = reference_replay(
+        versioned_actions(commits[: version + 1]),
+        table_root=snapshot.replay_config().table_root,
+        min_file_retention_timestamp=None,
+        min_set_transaction_retention_timestamp=None,
+    )
+    checkpoint = pa.Table.from_pylist(state.to_rows(), schema=STATE_SCHEMA)
+    pq.write_table(checkpoint, table / "_delta_log" / checkpoint_name(version))
 
 
 def _file(kind: str, path: str, dv: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -128,14 +136,7 @@ def test_checkpoint_rows_are_matched_by_file_key(spark: Any, escaped_commit: boo
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         full = table.snapshot()
-        prefix = reference_replay(
-            versioned_actions(commits[:2]),
-            table_root=full.replay_config().table_root,
-            min_file_retention_timestamp=None,
-            min_set_transaction_retention_timestamp=None,
-        )
-        checkpoint = pa.Table.from_pylist(prefix.to_rows(), schema=STATE_SCHEMA)
-        pq.write_table(checkpoint, Path(tmp) / "_delta_log" / checkpoint_name(1))
+        _write_reference_checkpoint(Path(tmp), full, commits, 1)
         from_checkpoint = table.snapshot()
 
         assert from_checkpoint._reconstructed.plain_keys is not escaped_commit
