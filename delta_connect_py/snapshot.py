@@ -149,9 +149,8 @@ class Snapshot:
         """The table's latest snapshot, built on this one's server-side state.
 
         When this snapshot's state has been computed and the log has only grown by commits
-        since (no newer checkpoint), only the new commits are read and replayed; otherwise, or
-        when the transaction retention horizon moved back (a longer retention duration),
-        this is ``table.snapshot()``. Returns ``self`` when there is no new version.
+        since (no newer checkpoint), only the new commits are read and replayed; otherwise this
+        is ``table.snapshot()``. Returns ``self`` when there is no new version.
         """
         table = self.table
         segment = table.log_segment()
@@ -170,7 +169,7 @@ class Snapshot:
             self.spark, new_commits, table.log_dir, previous=self.protocol_and_metadata
         )
         check_readable(pm.protocol, table.table_root)
-        updated = Snapshot(
+        return Snapshot(
             table=table,
             segment=segment,
             protocol_and_metadata=pm,
@@ -178,13 +177,6 @@ class Snapshot:
             created_at_ms=now_ms(),
             previous=self,
         )
-        if not _retains_nothing_dropped_by(
-            updated.replay_config().min_set_transaction_retention_timestamp,
-            self.replay_config().min_set_transaction_retention_timestamp,
-        ):
-            # This state no longer holds the transactions a longer retention would bring back.
-            return table.snapshot(snapshot_partitions=self.snapshot_partitions)
-        return updated
 
     def state_df(self) -> DataFrame:
         """The reconstructed state, one action per row as a checkpoint holds it.
@@ -268,12 +260,6 @@ def _commits_after(segment: LogSegment, version: int) -> LogSegment:
     return dataclasses.replace(
         segment, checkpoint=None, commits=tuple(c for c in segment.commits if c.version > version)
     )
-
-
-def _retains_nothing_dropped_by(horizon: int | None, earlier: int | None) -> bool:
-    """Whether a retention ``horizon`` keeps nothing the ``earlier`` one dropped (a horizon
-    keeps what was updated after it; None keeps everything)."""
-    return earlier is None or (horizon is not None and horizon >= earlier)
 
 
 def now_ms() -> int:

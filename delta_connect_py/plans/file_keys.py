@@ -3,7 +3,8 @@
 Responsibility: ``file_key()``, the column ``canonical path + NUL + deletion-vector unique id`` of
 an add or remove row, and its two halves (``file_key_columns``, which the replay plan joins on as
 two flat columns), computed by Spark itself so that checkpoint rows can be matched against
-replayed rows without sending them through Python; and which rows are file actions.
+replayed rows without sending them through Python; the cheaper ``plain_file_key_column`` for
+joins against keys that are all plain; and which rows are file actions.
 
 Invariants: for every path, ``canonical_path_column`` equals ``protocol.paths.canonical_path``
 and ``dv_unique_id_column`` equals ``protocol.paths.dv_unique_id`` (tested against each other on
@@ -47,11 +48,24 @@ def file_key_columns(
 ) -> tuple[Column, Column]:
     """The file key's two halves, canonical path and DV id, of an ``add`` or ``remove`` struct
     (default: the row's ``add`` and ``remove`` columns)."""
-    add = F.col("add") if add is None else add
-    remove = F.col("remove") if remove is None else remove
+    add, remove = _actions(add, remove)
     path = F.coalesce(add.getField("path"), remove.getField("path"))
     dv_id = F.coalesce(dv_unique_id_column(add), dv_unique_id_column(remove), F.lit(""))
     return canonical_path_column(path, table_root), dv_id
+
+
+def plain_file_key_column(add: Column | None = None, remove: Column | None = None) -> Column:
+    """The path as written, null when the add or remove has a deletion vector: equal for two
+    rows exactly when their file keys are, provided one of them has a plain path (see
+    ``is_plain_path``) and no deletion vector (null equals nothing)."""
+    add, remove = _actions(add, remove)
+    path = F.coalesce(add.getField("path"), remove.getField("path"))
+    return F.when(~has_deletion_vector(add, remove), path)
+
+
+def _actions(add: Column | None, remove: Column | None) -> tuple[Column, Column]:
+    """``add`` and ``remove``, by default the row's columns of those names."""
+    return F.col("add") if add is None else add, F.col("remove") if remove is None else remove
 
 
 def dv_unique_id_column(action: Column) -> Column:
@@ -75,8 +89,7 @@ def is_plain_path(path: Column) -> Column:
 
 def has_deletion_vector(add: Column | None = None, remove: Column | None = None) -> Column:
     """Whether the row's add or remove has a deletion vector (default: the row's columns)."""
-    add = F.col("add") if add is None else add
-    remove = F.col("remove") if remove is None else remove
+    add, remove = _actions(add, remove)
     return (
         add.getField("deletionVector").getField("storageType").isNotNull()
         | remove.getField("deletionVector").getField("storageType").isNotNull()

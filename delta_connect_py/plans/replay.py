@@ -24,8 +24,9 @@ fields. Like Delta Kernel, this relies on the protocol's rule that a checkpoint 
 state (at most one action per file key): duplicates inside one checkpoint are not removed. The
 number of partitions never changes the result. Every file the checkpoint is read from is checked
 to lie in this table's ``_delta_log`` (``DELTA_LOG_FILE_OUTSIDE_TABLE``) before any state is
-returned; commit rows are checked by the replay worker. Tombstone retention is applied last, to
-replayed and checkpoint rows alike.
+returned; commit rows are checked by the replay worker. Tombstone and transaction retention are
+applied last, to replayed and checkpoint rows alike, so an update whose commit lengthens a
+retention finds what the earlier replay would otherwise have dropped.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from delta_connect_py.plans.file_keys import (
     has_deletion_vector,
     is_file_action,
     is_plain_path,
+    plain_file_key_column,
 )
 from delta_connect_py.plans.loading import conformed_state_columns
 from delta_connect_py.plans.spark import (
@@ -103,7 +105,8 @@ def replay(actions: DataFrame, config: ReplayConfig, num_partitions: int) -> Dat
 class ReconstructedState:
     """A snapshot's state as kept on the server: what was replayed, and the checkpoint under it.
 
-    ``replayed`` holds every replayed action (tombstones of any age included), materialized;
+    ``replayed`` holds every replayed action (tombstones and txns of any age included),
+    materialized;
     ``checkpoint`` is the checkpoint the replay started from (None
     without one). ``rows`` combines them lazily.
     """
@@ -205,10 +208,12 @@ def reconstruct_after(
 
 
 def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int) -> DataFrame:
-    """The replay of ``to_replay``, run now and kept on the server, every tombstone kept
+    """The replay of ``to_replay``, run now and kept on the server, every tombstone and txn kept
     (retention is applied by ``ReconstructedState.rows``)."""
-    keep_tombstones = dataclasses.replace(config, min_file_retention_timestamp=None)
-    return materialize(replay(union_all(to_replay), keep_tombstones, partitions))
+    keep_all = dataclasses.replace(
+        config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
+    )
+    return materialize(replay(union_all(to_replay), keep_all, partitions))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,11 +239,7 @@ class _JoinKeys:
     def columns(self, add: Column | None = None, remove: Column | None = None) -> list[Column]:
         """Key columns of the row's add or remove (default: the row's ``add`` and ``remove``)."""
         if self.plain:
-            add = F.col("add") if add is None else add
-            remove = F.col("remove") if remove is None else remove
-            path = F.coalesce(add.getField("path"), remove.getField("path"))
-            # A null key matches nothing: a row with a DV has no plain key's key.
-            return [F.when(~has_deletion_vector(add, remove), path).alias(_PATH)]
+            return [plain_file_key_column(add, remove).alias(_PATH)]
         canonical_path, dv_id = file_key_columns(self.table_root, add, remove)
         return [canonical_path.alias(_PATH), dv_id.alias(_DV_ID)]
 
@@ -314,9 +315,19 @@ def check_read_from_log(checkpoint: DataFrame, log_dir: str) -> None:
 
 
 def retained(config: ReplayConfig) -> Column:
-    """Rows to keep: all but tombstones deleted before the retention horizon."""
-    if config.min_file_retention_timestamp is None:
-        return F.lit(True)
-    deleted_at = F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0))
-    # remove.path, not remove: a struct's null-ness would make every scan read all its fields.
-    return F.col("remove.path").isNull() | (deleted_at > F.lit(config.min_file_retention_timestamp))
+    """Rows to keep: all but tombstones deleted, and txns last updated (or never), at or before
+    their retention horizon (the worker's rules, ``worker.replay``)."""
+    keep = F.lit(True)
+    # remove.path and txn.appId, not the structs: a struct's null-ness would make every scan
+    # read all its fields.
+    if config.min_file_retention_timestamp is not None:
+        deleted_at = F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0))
+        keep = F.col("remove.path").isNull() | (
+            deleted_at > F.lit(config.min_file_retention_timestamp)
+        )
+    if config.min_set_transaction_retention_timestamp is not None:
+        updated_after = F.col("txn.lastUpdated") > F.lit(
+            config.min_set_transaction_retention_timestamp
+        )
+        keep = keep & (F.col("txn.appId").isNull() | F.coalesce(updated_after, F.lit(False)))
+    return keep

@@ -254,9 +254,12 @@ def _commit_with_txn_retention(days: int, txn_updated_ms: int | None = None) -> 
     return "".join(json.dumps(action) + "\n" for action in actions)
 
 
-def test_update_after_a_longer_transaction_retention_rebuilds(spark: Any, tmp_path: Path) -> None:
+def test_update_after_a_longer_transaction_retention_keeps_the_transaction(
+    spark: Any, tmp_path: Path
+) -> None:
     """A transaction the earlier state dropped as expired is kept again once a new commit
-    lengthens the retention: update() must not build on the state that dropped it."""
+    lengthens the retention, also when update() builds on that state (retention is applied
+    to the replayed rows, never inside the replay)."""
     log = tmp_path / "t" / "_delta_log"
     log.mkdir(parents=True)
     three_days_ago = int(time.time() * 1000) - 3 * 86_400_000
@@ -267,7 +270,7 @@ def test_update_after_a_longer_transaction_retention_rebuilds(spark: Any, tmp_pa
 
     (log / commit_name(1)).write_text(_commit_with_txn_retention(7))
     updated = first.update()
-    assert updated.version == 1
+    assert updated.version == 1 and updated.previous is first
     assert updated.transactions == table.snapshot().transactions == {"app": 3}
 
 
