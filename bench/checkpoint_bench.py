@@ -28,6 +28,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ def _steady_state(spark: Any, copy: Path) -> None:
 
 
 def _prepare(
-    source: Path, target: Path, without: bool, steady_state: Any = None
+    source: Path, target: Path, without: bool, steady_state: Callable[[Path], None] | None = None
 ) -> tuple[set[str], bytes | None]:
     _copy(source, target, without)
     if steady_state is not None:
