@@ -50,6 +50,7 @@ from delta_connect_py.plans.file_keys import (
 )
 from delta_connect_py.plans.loading import conformed_state_columns
 from delta_connect_py.plans.spark import (
+    INTERPRETED_CONF,
     all_nullable,
     collect,
     map_in_arrow,
@@ -213,7 +214,7 @@ def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int)
     keep_all = dataclasses.replace(
         config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
     )
-    return materialize(replay(union_all(to_replay), keep_all, partitions))
+    return materialize(replay(union_all(to_replay), keep_all, partitions), INTERPRETED_CONF)
 
 
 @dataclasses.dataclass(frozen=True)
