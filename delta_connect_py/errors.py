@@ -153,14 +153,6 @@ class CorruptLogFileError(DeltaError):
     )
 
 
-class CommitParseFallbackError(DeltaError):
-    """Not a user-facing failure: a commit a fast reader cannot parse exactly as Spark would is
-    read again with Spark's JSON reader (``worker.commit_json``)."""
-
-    error_class = "DELTA_CONNECT_COMMIT_PARSE_FALLBACK"
-    template = "{file}: {reason}; it is read with Spark's JSON reader instead."
-
-
 class ServerEnvironmentError(DeltaError):
     error_class = "DELTA_CONNECT_SERVER_ENVIRONMENT"
     template = "{message}"

@@ -101,8 +101,6 @@ class SegmentActions:
     commits: DataFrame | None
     checkpoint_bytes: int
     commit_bytes: int
-    #: The commit files ``commits`` reads.
-    commit_files: tuple[LogFile, ...] = ()
 
 
 def read_commits(
@@ -366,5 +364,4 @@ def load_actions(spark: SparkSession, segment: LogSegment, log_dir: str) -> Segm
         commits=commit_state_rows(spark, segment.commits) if segment.commits else None,
         checkpoint_bytes=checkpoint_bytes,
         commit_bytes=sum(f.size for f in segment.commits),
-        commit_files=tuple(segment.commits),
     )

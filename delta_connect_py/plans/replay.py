@@ -36,11 +36,10 @@ import math
 from functools import partial
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StructType
 
-from delta_connect_py.errors import CommitParseFallbackError, LogFileOutsideTableError
+from delta_connect_py.errors import LogFileOutsideTableError
 from delta_connect_py.plans.file_keys import (
     action_path,
     file_key_columns,
@@ -49,7 +48,7 @@ from delta_connect_py.plans.file_keys import (
     is_plain_path,
     plain_file_key_column,
 )
-from delta_connect_py.plans.loading import MAX_FILES_FOR_JSON_SOURCE, conformed_state_columns
+from delta_connect_py.plans.loading import conformed_state_columns
 from delta_connect_py.plans.spark import (
     INTERPRETED_CONF,
     all_nullable,
@@ -61,20 +60,12 @@ from delta_connect_py.plans.spark import (
     union_all,
 )
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
-from delta_connect_py.worker.commit_json import (
-    READ_FILE_COLUMN,
-    CommitFilesReplay,
-    replay_commit_files,
-)
 from delta_connect_py.worker.replay import ReplayConfig, first_foreign_source, replay_partition
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
     from delta_connect_py.plans.loading import CheckpointFrames, SegmentActions
-    from delta_connect_py.protocol.filenames import LogFile
 
 DEFAULT_SNAPSHOT_PARTITIONS = 50
 #: Input bytes one replay partition should handle before another is worth its overhead.
@@ -83,10 +74,6 @@ BYTES_PER_PARTITION = 16 << 20
 #: Up to this many commit bytes after a checkpoint, the replayed keys (about a third of the
 #: bytes) are broadcast to every task rather than both sides shuffled.
 BROADCAST_COMMIT_BYTES = 256 << 20
-
-#: Up to this many bytes of local commits (and ``MAX_FILES_FOR_JSON_SOURCE`` files) are parsed
-#: and replayed in one Python task (``worker.commit_json``): no JVM parse, no shuffle.
-ONE_TASK_COMMIT_BYTES = 128 << 20
 
 STATE_SPARK_SCHEMA = spark_schema(STATE_SCHEMA)
 STATE_COLUMNS = [field.name for field in STATE_SPARK_SCHEMA.fields]
@@ -163,13 +150,13 @@ def reconstruct(
     actions: SegmentActions, config: ReplayConfig, num_partitions: int | None = None
 ) -> ReconstructedState:
     """The state of a segment (runs the replay job now; the rest stays lazy)."""
-    given = []
+    to_replay = [actions.commits] if actions.commits is not None else []
     if actions.checkpoint is not None:
         for frame in actions.checkpoint.frames:
             check_read_from_log(frame, config.log_dir)
-        given = [actions.checkpoint.non_file_rows()]
+        to_replay = [actions.checkpoint.non_file_rows(), *to_replay]
     partitions = num_partitions or partitions_for(actions.commit_bytes)
-    replayed = _replayed_with_commits(given, actions, config, partitions)
+    replayed = _replayed(to_replay, config, partitions)
     return ReconstructedState(
         checkpoint=actions.checkpoint,
         replayed=replayed,
@@ -200,7 +187,7 @@ def reconstruct_after(
         F.lit(previous_commit).alias(FILE_COLUMN),
     )
     partitions = num_partitions or partitions_for(actions.commit_bytes)
-    new = _replayed_with_commits([others], actions, config, partitions)
+    new = _replayed([others, actions.commits], config, partitions)
     small = actions.commit_bytes <= BROADCAST_COMMIT_BYTES
     join_keys = _JoinKeys(config.table_root, plain=False)
     new_keys = join_keys.of_replayed(new, broadcast=small)
@@ -221,65 +208,12 @@ def reconstruct_after(
     )
 
 
-def _replayed_with_commits(
-    given: list[DataFrame], actions: SegmentActions, config: ReplayConfig, partitions: int
-) -> DataFrame:
-    """The replay of the ``given`` action rows and the segment's commits, run now and kept.
-
-    A few local commits are read and replayed in one Python task; where that task cannot parse
-    them exactly as Spark would (``CommitParseFallbackError``), Spark reads them.
-    """
-    files = actions.commit_files
-    if (
-        files
-        and len(files) <= MAX_FILES_FOR_JSON_SOURCE
-        and actions.commit_bytes <= ONE_TASK_COMMIT_BYTES
-        and all(f.path.startswith("file:") for f in files)
-        and actions.commits is not None
-    ):
-        try:
-            return _replayed_in_one_task(actions.commits.sparkSession, given, files, config)
-        except CommitParseFallbackError:
-            pass
-    commits = [actions.commits] if actions.commits is not None else []
-    return _replayed([*given, *commits], config, partitions)
-
-
-def _replayed_in_one_task(
-    spark: SparkSession, given: list[DataFrame], files: Sequence[LogFile], config: ReplayConfig
-) -> DataFrame:
-    listing = pa.table(
-        {
-            VERSION_COLUMN: pa.array([f.version for f in files], pa.int64()),
-            FILE_COLUMN: pa.array([f.path for f in files], pa.string()),
-        }
-    )
-    to_read = spark.createDataFrame(listing).select(
-        *[F.lit(None).cast(field.dataType).alias(field.name) for field in STATE_SPARK_SCHEMA],
-        VERSION_COLUMN,
-        FILE_COLUMN,
-        F.lit(True).alias(READ_FILE_COLUMN),
-    )
-    rows = union_all(
-        [*(frame.withColumn(READ_FILE_COLUMN, F.lit(False)) for frame in given), to_read]
-    )
-    request = CommitFilesReplay(config=_keeping_everything(config), table_path=config.table_root)
-    body = partial(replay_commit_files, request)
-    return materialize(map_in_arrow(rows.coalesce(1), body, STATE_SPARK_SCHEMA), INTERPRETED_CONF)
-
-
-def _keeping_everything(config: ReplayConfig) -> ReplayConfig:
-    """``config`` keeping every tombstone and txn (retention is applied by
-    ``ReconstructedState.rows``)."""
-    return dataclasses.replace(
-        config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
-    )
-
-
 def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int) -> DataFrame:
     """The replay of ``to_replay``, run now and kept on the server, every tombstone and txn kept
     (retention is applied by ``ReconstructedState.rows``)."""
-    keep_all = _keeping_everything(config)
+    keep_all = dataclasses.replace(
+        config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
+    )
     return materialize(replay(union_all(to_replay), keep_all, partitions), INTERPRETED_CONF)
 
 
