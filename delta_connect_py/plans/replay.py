@@ -107,9 +107,8 @@ class ReconstructedState:
     """A snapshot's state as kept on the server: what was replayed, and the checkpoint under it.
 
     ``replayed`` holds every replayed action (tombstones and txns of any age included),
-    materialized;
-    ``checkpoint`` is the checkpoint the replay started from (None
-    without one). ``rows`` combines them lazily.
+    materialized; ``checkpoint`` is the checkpoint the replay started from (None without one).
+    ``rows`` combines them lazily.
     """
 
     checkpoint: CheckpointFrames | None

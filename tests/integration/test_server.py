@@ -97,6 +97,8 @@ time.sleep(600)
 
 
 def _embedded_env() -> dict[str, str]:
+    """This environment without SPARK_REMOTE (so ``connect()`` starts the embedded server),
+    its workers on the vanilla worker Python when there is one."""
     env = {key: value for key, value in os.environ.items() if key != "SPARK_REMOTE"}
     if VANILLA_WORKER_PYTHON.exists():
         env["DELTA_CONNECT_WORKER_PYTHON"] = str(VANILLA_WORKER_PYTHON)
@@ -131,12 +133,9 @@ def test_embedded_server_stops_when_its_client_is_killed() -> None:
 
 @pytest.mark.embedded
 def test_connect_starts_the_embedded_server() -> None:
-    env = {key: value for key, value in os.environ.items() if key != "SPARK_REMOTE"}
-    if VANILLA_WORKER_PYTHON.exists():
-        env["DELTA_CONNECT_WORKER_PYTHON"] = str(VANILLA_WORKER_PYTHON)
     result = subprocess.run(
         [sys.executable, "-c", EMBEDDED_PROBE],
-        env=env,
+        env=_embedded_env(),
         capture_output=True,
         text=True,
         timeout=600,
