@@ -2,8 +2,8 @@
 
 Responsibility: the user-facing :class:`Snapshot`. Cheap attributes (version, timestamp,
 protocol, metadata, schema, properties) come from the log segment and the P&M fast path; the
-reconstructed state is a lazily built, server-cached DataFrame, and ``state`` is the one global
-aggregation over it.
+reconstructed state is a lazily built, server-cached DataFrame, and ``state`` is one query of
+global aggregations over it (``plans.state``).
 
 Invariants: a Snapshot is an immutable value (its properties never change once computed; only
 ``previous`` is let go of once the state no longer needs it); the reconstructed state's protocol
@@ -196,8 +196,9 @@ class Snapshot:
 
     @cached_property
     def state(self) -> State:
-        """delta-spark's computedState (runs one Spark job the first time)."""
-        state = compute_state(self.state_df(), self.version)
+        """delta-spark's computedState (runs one Spark query the first time)."""
+        non_file_rows = self._reconstructed.non_file_rows(self.replay_config())
+        state = compute_state(self.state_df(), non_file_rows, self.version)
         if state.protocol != self.protocol:
             raise StateRecoverError(operation="protocol", version=self.version)
         if state.metadata != self.metadata:

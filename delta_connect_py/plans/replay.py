@@ -144,6 +144,11 @@ class ReconstructedState:
             ]
         return union_all(parts).where(retained(config))
 
+    def non_file_rows(self, config: ReplayConfig) -> DataFrame:
+        """The state's rows holding neither an add nor a remove, retained per ``config``: all
+        are in ``replayed`` (the checkpoint's were replayed with the commits)."""
+        return self.replayed.where(~is_file_action()).where(retained(config))
+
 
 def reconstruct(
     actions: SegmentActions, config: ReplayConfig, num_partitions: int | None = None

@@ -1,11 +1,18 @@
-"""computedState: one global aggregation over the reconstructed state (no ``groupBy``).
+"""computedState: global aggregations over the reconstructed state (no ``groupBy``), one row.
 
-Responsibility: delta-spark's ``aggregationsToComputeState`` as a single ``agg`` whose one row is
+Responsibility: delta-spark's ``aggregationsToComputeState`` as one query whose one row is
 collected, and the check that protocol and metadata were recovered.
 
-Invariants: ``last(..., ignorenulls=True)`` is order dependent, and safe here only because replay
-leaves exactly one protocol and one metaData row; a state without either raises
-``DELTA_STATE_RECOVER_ERROR`` with delta-spark's text.
+The query is two global aggregations side by side: the file sums (size, files, tombstones) over
+every state row, and the rest over the non-file rows only. ``collect_set`` makes Spark run its
+whole aggregation without generated code (``ObjectHashAggregate``), which on a large state costs
+more than a second global aggregation over a few rows (L: 0.3 s of 2.2 in a new session).
+
+Invariants: the non-file rows given are every non-file action of the state (the replay keeps
+them all; a checkpoint's untouched rows are file actions only). ``last(..., ignorenulls=True)``
+is order dependent, and safe here only because replay leaves exactly one protocol and one
+metaData row; a state without either raises ``DELTA_STATE_RECOVER_ERROR`` with delta-spark's
+text.
 """
 
 from __future__ import annotations
@@ -40,13 +47,18 @@ class State:
     protocol: Protocol
 
 
-def _aggregations() -> list[Any]:
+def _file_aggregations() -> list[Any]:
     return [
         F.coalesce(F.sum("add.size"), F.lit(0)).cast("long").alias("sizeInBytes"),
         # Counting a required field rather than the struct lets the scans under the state
         # read only that field (a struct's null-ness needs all of it).
         F.count("add.path").alias("numOfFiles"),
         F.count("remove.path").alias("numOfRemoves"),
+    ]
+
+
+def _non_file_aggregations() -> list[Any]:
+    return [
         F.count("metaData.id").alias("numOfMetadata"),
         F.count("protocol.minReaderVersion").alias("numOfProtocol"),
         F.count("txn.appId").alias("numOfSetTransactions"),
@@ -58,9 +70,14 @@ def _aggregations() -> list[Any]:
     ]
 
 
-def compute_state(state: DataFrame, version: int) -> State:
-    """Run the aggregation (a Spark job) and validate protocol and metadata."""
-    row = collect(state.agg(*_aggregations()))[0]
+def compute_state(state: DataFrame, non_file_rows: DataFrame, version: int) -> State:
+    """Run the aggregations (one Spark query) and validate protocol and metadata.
+
+    ``state`` is every state row; ``non_file_rows`` its rows holding neither add nor remove.
+    """
+    files = state.agg(*_file_aggregations())
+    others = non_file_rows.agg(*_non_file_aggregations())
+    row = collect(files.crossJoin(others))[0]
     if row["protocol"] is None:
         raise StateRecoverError(operation="protocol", version=version)
     if row["metadata"] is None:
