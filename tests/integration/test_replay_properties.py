@@ -149,3 +149,30 @@ def test_checkpoint_rows_are_matched_by_file_key(spark: Any, escaped_commit: boo
             - gone
         )
         assert from_checkpoint.state.num_of_files == len(live)
+
+
+@pytest.mark.parametrize("escaped_first", [False, True])
+def test_update_matches_checkpoint_rows_by_file_key(spark: Any, escaped_first: bool) -> None:
+    """An update's join keys follow every replayed key, earlier and new: a commit with other
+    spellings of checkpointed paths after plain ones makes them canonical, and plain commits
+    after escaped ones keep them canonical."""
+    checkpointed = [_file("add", name) for name in ("a.parquet", "c%2fd.parquet", "kept.parquet")]
+    plain = [_file("remove", "a.parquet"), _file("add", "new.parquet")]
+    escaped = [_file("remove", "c%2Fd.parquet"), _file("add", "b.parquet", DELETION_VECTORS[1])]
+    later = [plain, escaped] if not escaped_first else [escaped, plain]
+    commits = [first_commit(), checkpointed, *later]
+    with tempfile.TemporaryDirectory() as tmp:
+        write_log(Path(tmp), commits[:3])
+        table = DeltaTable.for_path(spark, tmp)
+        _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
+        before = table.snapshot()
+        assert before._reconstructed.plain_keys is not escaped_first
+        assert before.state.num_of_files > 0
+        write_log(Path(tmp), commits)
+
+        updated = before.update()
+        assert updated.previous is before
+        assert updated._reconstructed.plain_keys is False
+        assert _ours(updated) == _reference(commits, updated) == _ours(table.snapshot())
+        live = {row["path"] for row in updated.all_files().collect()}
+        assert live == {"kept.parquet", "new.parquet", "b.parquet"}
