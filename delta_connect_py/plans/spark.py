@@ -6,7 +6,7 @@ schema to the protocol's type.
 
 Invariants: paths handed to Spark readers always have glob characters escaped, so a table path
 with ``[``, ``]``, ``{``, ``}``, ``*`` or ``?`` never reads another directory; session settings
-changed for one job are restored afterwards.
+changed for one job are restored afterwards; a speed-only hint the server refuses is skipped.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyspark.sql.connect.functions as F
+from pyspark.errors import PySparkException
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
@@ -42,11 +43,12 @@ LOG_READ_CONF = {
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
 
-#: Settings for a job that passes wide nested rows through once, like the replay: evaluate
-#: expressions with Spark's interpreted (precompiled) code instead of generating classes. Every
-#: Connect session has its own class loader, so its generated classes are compiled, and then
-#: JIT-compiled, anew; on the replay of a large log that JIT work alone took 1.2-1.7 s of CPU in
-#: each new session (L: a new session's replay 3.9-4.3 s, 2.6-3.7 s interpreted).
+#: Hints (``session_conf``) for a job that passes wide nested rows through once, like the
+#: replay: evaluate expressions with Spark's interpreted (precompiled) code instead of generating
+#: classes. Every Connect session has its own class loader, so its generated classes are
+#: compiled, and then JIT-compiled, anew; on the replay of a large log that JIT work alone took
+#: 1.2-1.7 s of CPU in each new session (L: a new session's replay 3.9-4.3 s, 2.6-3.7 s
+#: interpreted). ``factoryMode`` is an internal setting, hence a hint.
 INTERPRETED_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
@@ -67,12 +69,27 @@ def escape_glob(path: str) -> str:
 
 
 @contextmanager
-def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    """Apply SQL settings for the jobs run inside the block, then restore the previous ones."""
-    previous: dict[str, str | None] = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
+def session_conf(
+    spark: SparkSession, settings: dict[str, str], hints: dict[str, str] | None = None
+) -> Iterator[None]:
+    """Apply SQL settings for the jobs run inside the block, then restore the previous ones.
+
+    ``hints`` only make the jobs faster: one the server refuses to change (a managed server may
+    refuse internal settings) is left as the server has it, and the jobs run all the same.
+    """
+    previous: dict[str, str | None] = {}
     try:
+        for key, value in settings.items():
+            old = spark.conf.get(key, None)
+            spark.conf.set(key, value)
+            previous[key] = old
+        for key, value in (hints or {}).items():
+            old = spark.conf.get(key, None)
+            try:
+                spark.conf.set(key, value)
+            except PySparkException:
+                continue
+            previous[key] = old
         yield
     finally:
         for key, old in previous.items():
@@ -94,15 +111,15 @@ def collect(df: DataFrame) -> list[Row]:
         raise translated from exc
 
 
-def materialize(df: DataFrame, settings: dict[str, str] | None = None) -> DataFrame:
-    """Run ``df`` now and keep its result on the server (a local checkpoint), with ``settings``
-    on top of ``LOG_READ_CONF`` for that job.
+def materialize(df: DataFrame, hints: dict[str, str] | None = None) -> DataFrame:
+    """Run ``df`` now and keep its result on the server (a local checkpoint), with
+    ``LOG_READ_CONF`` and the speed-only ``hints`` (see ``session_conf``) for that job.
 
     Later queries over the result neither re-list nor re-read the log, whatever the session's
     settings are then.
     """
     try:
-        with session_conf(df.sparkSession, {**LOG_READ_CONF, **(settings or {})}):
+        with session_conf(df.sparkSession, LOG_READ_CONF, hints):
             return _bound_to(df.localCheckpoint(eager=True), df.sparkSession)
     except Exception as exc:
         translated = translate_server_error(exc)

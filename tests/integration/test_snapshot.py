@@ -16,6 +16,7 @@ import weakref
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+from unittest import mock
 from urllib.parse import unquote
 
 import pytest
@@ -319,3 +320,40 @@ def test_malformed_metadata_line_fails_the_snapshot(spark: Any, conformance_tabl
     commit.write_text('{"metaData":{"id":"x","format":{"provider":"parquet"},BROKEN\n')
     with pytest.raises(CorruptLogFileError, match=commit.name):
         DeltaTable.for_path(spark, str(root)).snapshot()
+
+
+#: A setting every vanilla server refuses to change from a client (a Spark core setting), in the
+#: role of an internal one a managed server would refuse.
+REFUSED_SETTING = {"spark.executor.memory": "1g"}
+
+
+def test_a_refused_hint_is_skipped_and_settings_are_restored(spark: Any) -> None:
+    from pyspark.errors import PySparkException
+
+    from delta_connect_py.plans.spark import session_conf
+
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    required = {"spark.sql.shuffle.partitions": "5", **REFUSED_SETTING}
+    with pytest.raises(PySparkException), session_conf(spark, required):
+        pass  # as a required setting it fails: the server really refuses it
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before  # what was set is undone
+    with session_conf(spark, {}, hints={**REFUSED_SETTING, "spark.sql.shuffle.partitions": "3"}):
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before
+
+
+def test_the_replay_runs_where_the_server_refuses_its_hints(spark: Any, tmp_path: Path) -> None:
+    """A server refusing the replay's speed-only settings still reconstructs the state."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from delta_connect_py.plans.spark import INTERPRETED_CONF
+
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
+    write_deltalake(str(root), pa.table({"id": [3], "p": ["c"]}), mode="append")
+    expected = _state_view(DeltaTable.for_path(spark, str(root)).snapshot())
+    with mock.patch.dict(INTERPRETED_CONF, REFUSED_SETTING):
+        snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+        assert _state_view(snapshot) == expected
+    assert snapshot.state.num_of_files == 3
