@@ -84,8 +84,8 @@ def session_conf(
             spark.conf.set(key, value)
             previous[key] = old
         for key, value in (hints or {}).items():
-            old = spark.conf.get(key, None)
             try:
+                old = spark.conf.get(key, None)
                 spark.conf.set(key, value)
             except PySparkException:
                 continue
