@@ -2,7 +2,9 @@
 
 Responsibility: :func:`history` (``DeltaTable.history``): one row per retained commit, newest
 first, with delta-spark's history columns (:data:`HISTORY_COLUMNS`), read from the commits'
-``commitInfo`` actions by one JSON scan on the server.
+``commitInfo`` actions on the server and kept there, read once, like delta-spark's eager
+``getHistory``. A few commits are read by Spark's JSON source; many by Python workers, many files
+per task and only the lines naming ``commitInfo`` (Spark's file sources pay a setup per file).
 
 Invariants: ``timestamp`` is delta-spark's commit timestamp: the commit's ``inCommitTimestamp``
 for versions at or after the in-commit-timestamp enablement version (when the latest metadata
@@ -10,7 +12,9 @@ enables it), else the commit file's modification time monotonized over the liste
 time at least one millisecond after the previous commit's), as ``getHistory`` does; with
 ``limit`` only the newest ``limit`` commits are listed, read and monotonized. A commit without
 ``commitInfo`` still has a row (version and timestamp, other columns null). Non-string values
-in ``operationParameters`` / ``operationMetrics`` are kept as their JSON text.
+in ``operationParameters`` / ``operationMetrics`` are kept as their JSON text. A commitInfo line
+that is not valid JSON of that action raises ``DELTA_CORRUPT_LOG_FILE`` naming the commit file,
+before any row is returned.
 """
 
 from __future__ import annotations
@@ -28,14 +32,23 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from delta_connect_py.plans.loading import (
+    MAX_FILES_FOR_JSON_SOURCE,
+    commit_lines,
+    malformed_commits_reported,
+    parse_lines,
+    read_commits,
+)
 from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
-from delta_connect_py.plans.spark import escape_glob
+from delta_connect_py.plans.spark import materialize
 from delta_connect_py.protocol import properties as props
+from delta_connect_py.protocol.actions import VERSION_COLUMN
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind
 from delta_connect_py.protocol.timestamps import monotonize
+from delta_connect_py.worker.log_files import CommitLinesRead
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from delta_connect_py.protocol.segment import LogSegment
     from delta_connect_py.table import DeltaTable
@@ -76,7 +89,8 @@ _READ_SCHEMA = StructType(
         )
     ]
 )
-_VERSION_PATTERN = r"(\d+)\.json$"
+#: Every line holding a commitInfo action contains this (a superset: the parse decides).
+_COMMIT_INFO_KEY = '"commitInfo"'
 _COMMIT_NAME = re.compile(r"^\d+\.json$")
 
 
@@ -131,22 +145,27 @@ def history(table: DeltaTable, limit: int | None = None) -> DataFrame:
             [StructField("version", LongType(), False), StructField("_file_time", LongType())]
         ),
     )
-    if not commits:
-        infos = spark.createDataFrame([], schema=_READ_SCHEMA).withColumn(
-            "version", F.lit(None).cast("long")
-        )
-    else:
-        infos = (
-            spark.read.schema(_READ_SCHEMA)
-            .option("mode", "FAILFAST")
-            .json([escape_glob(f.path) for f in commits])
-            .where(F.col("commitInfo").isNotNull())
-            .withColumn(
-                "version",
-                F.regexp_extract(F.col("_metadata.file_path"), _VERSION_PATTERN, 1).cast("long"),
-            )
-            .dropDuplicates(["version"])
-        )
+    infos = _commit_infos(spark, commits)
     joined = versions.join(infos, on="version", how="left")
     columns = [F.col(f"commitInfo.{name}").alias(name) for name in COMMIT_INFO_FIELDS.fieldNames()]
-    return joined.select("version", _timestamp(first_ict), *columns).orderBy(F.desc("version"))
+    rows = joined.select("version", _timestamp(first_ict), *columns).orderBy(F.desc("version"))
+    with malformed_commits_reported(spark, commits, table.table_root, _READ_SCHEMA):
+        return materialize(rows)
+
+
+def _commit_infos(spark: SparkSession, commits: list[LogFile]) -> DataFrame:
+    """``version`` and the ``commitInfo`` of each of ``commits`` that has one."""
+    if not commits:
+        return spark.createDataFrame([], schema=_READ_SCHEMA).withColumn(
+            VERSION_COLUMN, F.lit(None).cast("long")
+        )
+    if len(commits) <= MAX_FILES_FOR_JSON_SOURCE:
+        actions = read_commits(spark, commits, _READ_SCHEMA)
+    else:
+        request = CommitLinesRead(table_path=commits[0].path, only_containing=(_COMMIT_INFO_KEY,))
+        actions = parse_lines(commit_lines(spark, commits, request), _READ_SCHEMA)
+    return (
+        actions.where(F.col("commitInfo").isNotNull())
+        .select("commitInfo", VERSION_COLUMN)
+        .dropDuplicates([VERSION_COLUMN])
+    )

@@ -16,7 +16,9 @@ import pytest
 from deltalake import DeltaTable as RsDeltaTable
 from deltalake import write_deltalake
 
+import delta_connect_py.history as history_module
 from delta_connect_py import DeltaTable
+from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.history import HISTORY_COLUMNS
 from delta_connect_py.protocol.filenames import commit_name
 from tests.conftest import CONFORMANCE
@@ -60,6 +62,49 @@ def test_history_limit_takes_the_newest(spark: Any, conformance_table: Any) -> N
     table = DeltaTable.for_path(spark, str(root))
     assert [r["version"] for r in _rows(table.history(limit=3))] == [13, 12, 11]
     assert _rows(table.history(limit=0)) == []
+
+
+def test_history_reads_many_commits_by_worker_lines_alike(
+    spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above ``MAX_FILES_FOR_JSON_SOURCE`` commits, workers read only the commitInfo lines:
+    the same rows as Spark's JSON source."""
+    root = conformance_table("delta-rs/table_with_deletion_logs/delta")
+    table = DeltaTable.for_path(spark, str(root))
+    by_json_source = _rows(table.history())
+    monkeypatch.setattr(history_module, "MAX_FILES_FOR_JSON_SOURCE", 0)
+    by_worker_lines = _rows(table.history())
+    assert len(by_json_source) == 21
+    assert by_worker_lines == by_json_source
+
+
+#: commitInfo lines that do not parse as that action: not JSON, and a field of the wrong type.
+MALFORMED_COMMIT_INFO = {
+    "not JSON": '{"commitInfo":{"timestamp":1,"operation":"WRITE",BROKEN',
+    "wrong type": '{"commitInfo":{"timestamp":1,"operation":"WRITE","readVersion":"old"}}',
+}
+
+
+@pytest.mark.parametrize("reader", ["json source", "worker lines"])
+@pytest.mark.parametrize("kind", sorted(MALFORMED_COMMIT_INFO))
+def test_malformed_commit_info_names_the_file(
+    spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch, reader: str, kind: str
+) -> None:
+    """history() reads eagerly: a bad commitInfo line fails the call itself with
+    DELTA_CORRUPT_LOG_FILE naming the commit file, not a later collect with Spark's error."""
+    if reader == "worker lines":
+        monkeypatch.setattr(history_module, "MAX_FILES_FOR_JSON_SOURCE", 0)
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    commit = root / "_delta_log" / commit_name(12)
+    lines = commit.read_text().splitlines()
+    commit.write_text(
+        "\n".join(MALFORMED_COMMIT_INFO[kind] if '"commitInfo"' in line else line for line in lines)
+        + "\n"
+    )
+    table = DeltaTable.for_path(spark, str(root))
+    with pytest.raises(CorruptLogFileError, match=commit.name):
+        table.history()
+    assert [r["version"] for r in _rows(table.history(limit=1))] == [13]
 
 
 def test_history_uses_in_commit_timestamps(spark: Any, conformance_table: Any) -> None:
