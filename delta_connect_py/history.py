@@ -32,13 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from delta_connect_py.plans.loading import (
-    MAX_FILES_FOR_JSON_SOURCE,
-    commit_lines,
-    malformed_commits_reported,
-    parse_lines,
-    read_commits,
-)
+from delta_connect_py.plans.loading import commit_actions, malformed_commits_reported
 from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
 from delta_connect_py.plans.spark import materialize
 from delta_connect_py.protocol import properties as props
@@ -159,11 +153,8 @@ def _commit_infos(spark: SparkSession, commits: list[LogFile]) -> DataFrame:
         return spark.createDataFrame([], schema=_READ_SCHEMA).withColumn(
             VERSION_COLUMN, F.lit(None).cast("long")
         )
-    if len(commits) <= MAX_FILES_FOR_JSON_SOURCE:
-        actions = read_commits(spark, commits, _READ_SCHEMA)
-    else:
-        request = CommitLinesRead(table_path=commits[0].path, only_containing=(_COMMIT_INFO_KEY,))
-        actions = parse_lines(commit_lines(spark, commits, request), _READ_SCHEMA)
+    request = CommitLinesRead(table_path=commits[0].path, only_containing=(_COMMIT_INFO_KEY,))
+    actions = commit_actions(spark, commits, _READ_SCHEMA, request)
     return (
         actions.where(F.col("commitInfo").isNotNull())
         .select("commitInfo", VERSION_COLUMN)

@@ -251,10 +251,22 @@ def commit_state_rows(spark: SparkSession, files: Sequence[LogFile]) -> DataFram
     them here is deliberate: Spark would push such a filter below the parse and run
     ``from_json`` once per tested column.
     """
-    if len(files) <= MAX_FILES_FOR_JSON_SOURCE:
-        return read_commits(spark, files, STATE_SPARK_SCHEMA)
     request = CommitLinesRead(table_path=files[0].path, skip_prefixes=NON_STATE_LINE_PREFIXES)
-    return parse_lines(commit_lines(spark, files, request), STATE_SPARK_SCHEMA)
+    return commit_actions(spark, files, STATE_SPARK_SCHEMA, request)
+
+
+def commit_actions(
+    spark: SparkSession, files: Sequence[LogFile], schema: StructType, request: CommitLinesRead
+) -> DataFrame:
+    """Commit actions as ``schema`` columns plus ``version`` and ``_file``, FAILFAST.
+
+    Up to ``MAX_FILES_FOR_JSON_SOURCE`` files Spark's JSON source reads every line; beyond,
+    workers read the lines ``request`` asks for (a superset filter; lines it leaves out are
+    not parsed) and ``from_json`` parses them.
+    """
+    if len(files) <= MAX_FILES_FOR_JSON_SOURCE:
+        return read_commits(spark, files, schema)
+    return parse_lines(commit_lines(spark, files, request), schema)
 
 
 def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:

@@ -16,7 +16,7 @@ import pytest
 from deltalake import DeltaTable as RsDeltaTable
 from deltalake import write_deltalake
 
-import delta_connect_py.history as history_module
+import delta_connect_py.plans.loading as loading
 from delta_connect_py import DeltaTable
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.history import HISTORY_COLUMNS
@@ -72,7 +72,7 @@ def test_history_reads_many_commits_by_worker_lines_alike(
     root = conformance_table("delta-rs/table_with_deletion_logs/delta")
     table = DeltaTable.for_path(spark, str(root))
     by_json_source = _rows(table.history())
-    monkeypatch.setattr(history_module, "MAX_FILES_FOR_JSON_SOURCE", 0)
+    monkeypatch.setattr(loading, "MAX_FILES_FOR_JSON_SOURCE", 0)
     by_worker_lines = _rows(table.history())
     assert len(by_json_source) == 21
     assert by_worker_lines == by_json_source
@@ -93,7 +93,7 @@ def test_malformed_commit_info_names_the_file(
     """history() reads eagerly: a bad commitInfo line fails the call itself with
     DELTA_CORRUPT_LOG_FILE naming the commit file, not a later collect with Spark's error."""
     if reader == "worker lines":
-        monkeypatch.setattr(history_module, "MAX_FILES_FOR_JSON_SOURCE", 0)
+        monkeypatch.setattr(loading, "MAX_FILES_FOR_JSON_SOURCE", 0)
     root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
     commit = root / "_delta_log" / commit_name(12)
     lines = commit.read_text().splitlines()
