@@ -88,8 +88,7 @@ class DeltaSparkServer(EmbeddedServer):
     jars: list[Path] = field(default_factory=delta_jars)
 
     def command(self, spark_home: Path) -> list[str]:
-        args = super().command(spark_home)
-        assert args[-1] == "spark-internal"
+        args = super().command(spark_home)  # ends with the driver program
         return [*args[:-1], "--jars", ",".join(str(jar) for jar in self.jars), args[-1]]
 
 

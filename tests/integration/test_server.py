@@ -1,6 +1,7 @@
 """The server is vanilla: our worker code runs there by value, and it cannot import us.
 
-Also: the embedded default server (``connect()`` without SPARK_REMOTE) starts Spark 4.1.
+Also: the embedded default server (``connect()`` without SPARK_REMOTE) starts Spark 4.1, and its
+sessions share one Python daemon.
 """
 
 from __future__ import annotations
@@ -45,6 +46,36 @@ def _probe_worker(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
 def test_package_worker_code_runs_by_value(spark: Any) -> None:
     rows = spark.range(1, numPartitions=1).mapInArrow(_worker_python_version, "python string")
     assert [row["python"] for row in rows.collect()] == [CLIENT_PYTHON]
+
+
+def _worker_daemon_pid(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import os as worker_os
+
+    for _ in batches:
+        pass
+    # pyspark's workers are forked by its daemon process.
+    yield pa.RecordBatch.from_pydict({"daemon": [worker_os.getppid()]})
+
+
+def test_embedded_server_sessions_share_one_python_daemon(spark_remote: str) -> None:
+    """Artifact isolation off (``embedded.LAUNCH_CONF``): a new session reuses the daemon and
+    its warm workers rather than leaving another idle daemon behind (SPARK-54055)."""
+    from pyspark.sql.connect.session import SparkSession
+
+    sessions = [SparkSession.builder.remote(spark_remote).create() for _ in range(3)]
+    try:
+        if sessions[0].conf.get("spark.sql.artifact.isolation.enabled") != "false":
+            pytest.skip("this server isolates its sessions (not the embedded server)")
+        daemons = {
+            session.range(1, numPartitions=1)
+            .mapInArrow(_worker_daemon_pid, "daemon long")
+            .collect()[0]["daemon"]
+            for session in sessions
+        }
+    finally:
+        for session in sessions:
+            session.stop()
+    assert len(daemons) == 1, f"one Python daemon per session: {sorted(daemons)}"
 
 
 def test_server_workers_cannot_import_delta_connect_py(spark: Any) -> None:

@@ -68,7 +68,9 @@ def test_command_binds_loopback_with_the_server_conf(tmp_path: Path) -> None:
     }
     assert confs == {
         **embedded.SERVER_CONF,
+        **embedded.LAUNCH_CONF,
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": "15999",
     }
-    assert command[-1] == "spark-internal"
+    assert command[-1] == str(embedded.DRIVER_PROGRAM)
+    assert embedded.DRIVER_PROGRAM.is_file()
