@@ -7,6 +7,7 @@ for any number of partitions, and replay from a checkpoint must equal full repla
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from delta_connect_py.protocol.actions import STATE_SCHEMA
 from delta_connect_py.protocol.filenames import checkpoint_name
 from delta_connect_py.protocol.replay import reference_replay
 from tests.histories import (
+    DAY_MS,
     DELETION_VECTORS,
     NOW_MS,
     first_commit,
@@ -176,3 +178,41 @@ def test_update_matches_checkpoint_rows_by_file_key(spark: Any, escaped_first: b
         assert _ours(updated) == _reference(commits, updated) == _ours(table.snapshot())
         live = {row["path"] for row in updated.all_files().collect()}
         assert live == {"kept.parquet", "new.parquet", "b.parquet"}
+
+
+def test_retention_horizons_are_exclusive_for_checkpoint_and_replayed_rows(spark: Any) -> None:
+    """A tombstone deleted, or a txn last updated, exactly at its horizon is dropped and one a
+    millisecond later kept, whether the row comes from the checkpoint or from a commit."""
+    retention_days = 2
+    txn_horizon = NOW_MS - retention_days * DAY_MS
+    tombstone_horizon = NOW_MS - 7 * DAY_MS  # delta.deletedFileRetentionDuration's default
+
+    def tombstone(path: str, deleted_at: int) -> dict[str, Any]:
+        return {"remove": {"path": path, "deletionTimestamp": deleted_at, "dataChange": True}}
+
+    def txn(app: str, updated_at: int) -> dict[str, Any]:
+        return {"txn": {"appId": app, "version": 1, "lastUpdated": updated_at}}
+
+    def around(horizon: int, make: Any, prefix: str) -> list[dict[str, Any]]:
+        offsets = {"before": -1, "at": 0, "after": 1}
+        return [make(f"{prefix}-{name}", horizon + offset) for name, offset in offsets.items()]
+
+    setup = first_commit()
+    setup[1]["metaData"]["configuration"] = {
+        "delta.setTransactionRetentionDuration": f"interval {retention_days} days"
+    }
+    checkpointed = around(tombstone_horizon, tombstone, "c") + around(txn_horizon, txn, "c")
+    replayed = around(tombstone_horizon, tombstone, "r") + around(txn_horizon, txn, "r")
+    commits = [setup, checkpointed, replayed]
+    with tempfile.TemporaryDirectory() as tmp:
+        write_log(Path(tmp), commits)
+        table = DeltaTable.for_path(spark, tmp)
+        _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
+        snapshot = dataclasses.replace(table.snapshot(), created_at_ms=NOW_MS)
+        assert snapshot.segment.checkpoint is not None
+
+        assert {row["path"] for row in snapshot.tombstones().collect()} == {"c-after", "r-after"}
+        assert snapshot.transactions == {"c-after": 1, "r-after": 1}
+        assert snapshot.state.num_of_removes == 2
+        assert snapshot.state.num_of_set_transactions == 2
+        assert _ours(snapshot) == _reference(commits, snapshot)
