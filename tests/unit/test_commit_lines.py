@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.worker.failures import WorkerFailure, decode_worker_failure
@@ -14,6 +16,7 @@ from delta_connect_py.worker.log_files import (
     NO_LOG_DIR,
     CommitLinesRead,
     LastCheckpointRead,
+    file_uri,
     list_local_log,
     read_commit_lines,
 )
@@ -24,6 +27,21 @@ def _batch(*pairs: tuple[int, str]) -> pa.RecordBatch:
         {"version": [v for v, _ in pairs], "path": [p for _, p in pairs]},
         schema=pa.schema([("version", pa.int64()), ("path", pa.string())]),
     )
+
+
+_SEGMENTS = st.lists(
+    st.sampled_from(["a", "b c", "%25", "é", "#?", ":", ".", "..", "", "_delta_log", "0.json"]),
+    max_size=6,
+)
+
+
+@settings(max_examples=500)
+@given(st.sampled_from(["file:", "file:/", "file:///", "/", "//"]), _SEGMENTS)
+def test_file_uri_of_a_local_path_is_its_pathlib_uri(prefix: str, segments: list[str]) -> None:
+    """The per-directory URI cache gives exactly what pathlib gives for the whole path."""
+    path = prefix + "/".join(segments)
+    local = "/" + path.removeprefix("file:").lstrip("/") if path.startswith("file:") else path
+    assert file_uri(path) == PurePosixPath(local).as_uri()
 
 
 def test_lines_carry_version_and_file_uri(tmp_path: Path) -> None:
