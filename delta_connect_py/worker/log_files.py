@@ -81,8 +81,9 @@ def file_uri(path: str) -> str:
     if local is None:
         return quote(path, safe=":/@")
     directory, _, name = local.rpartition("/")
-    directory_uri = _directory_uri(directory or "/")
-    if directory_uri is None or name in ("", ".", "..") or local.startswith("//"):
+    plain_name = name not in ("", ".", "..") and not local.startswith("//")
+    directory_uri = _directory_uri(directory or "/") if plain_name else None
+    if directory_uri is None:
         return PurePosixPath(local).as_uri()  # pathlib normalizes what the fast path cannot
     # Per directory once: building the whole URI with pathlib for each of M's 10,000 commits
     # took 0.2-0.3 s of a single task.
