@@ -101,8 +101,8 @@ def _directory_uri(directory: str) -> str | None:
     if directory not in _DIRECTORY_URIS:
         if len(_DIRECTORY_URIS) >= 64:
             _DIRECTORY_URIS.clear()
-        normalized = str(PurePosixPath(directory)) == directory
-        uri = PurePosixPath(directory).as_uri() if normalized else None
+        as_path = PurePosixPath(directory)
+        uri = as_path.as_uri() if str(as_path) == directory else None
         _DIRECTORY_URIS[directory] = uri if uri is None or uri.endswith("/") else uri + "/"
     return _DIRECTORY_URIS[directory]
 
@@ -111,8 +111,8 @@ def read_bytes(uri: str) -> bytes | None:
     """The file's content, or None when it does not exist."""
     local = _local_path(uri)
     if local is not None:
-        # The common case, many small commits: plain open() costs least per file (a pyarrow
-        # file system object per file tripled the cost of reading M's 10,000 commits).
+        # The common case, many small commits: plain open() costs least per file (with a pyarrow
+        # file system object per file, M's 10,000 commits took 0.48-0.70 s, not 0.37-0.43 s).
         try:
             with open(local, "rb") as file:
                 return file.read()
