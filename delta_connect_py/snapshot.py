@@ -141,9 +141,16 @@ class Snapshot:
         object.__setattr__(self, "previous", None)
         return state
 
+    def _keys_checked(self) -> ReconstructedState:
+        """``_reconstructed`` with its join keys known (a small job the first time, unless the
+        state query already found them out)."""
+        checked = self._reconstructed.with_keys_checked()
+        self.__dict__["_reconstructed"] = checked
+        return checked
+
     @cached_property
     def _state_df(self) -> DataFrame:
-        return self._reconstructed.rows(self.replay_config())
+        return self._keys_checked().rows(self.replay_config())
 
     def update(self) -> Snapshot:
         """The table's latest snapshot, built on this one's server-side state.
@@ -192,17 +199,38 @@ class Snapshot:
         the previous checkpoint wrote, where it wrote that type (``ReconstructedState.rows``)."""
         if stats_parsed is None:
             return self.state_df()
-        return self._reconstructed.rows(self.replay_config(), stats_parsed)
+        return self._keys_checked().rows(self.replay_config(), stats_parsed)
 
     @cached_property
     def state(self) -> State:
         """delta-spark's computedState (runs one Spark query the first time)."""
-        non_file_rows = self._reconstructed.non_file_rows(self.replay_config())
-        state = compute_state(self.state_df(), non_file_rows, self.version)
+        state = self._plain_keys_state()
+        if state is None:
+            state = self._computed_state(self.state_df())
+            assert state is not None  # only an assumption (valid_if) can fail
         if state.protocol != self.protocol:
             raise StateRecoverError(operation="protocol", version=self.version)
         if state.metadata != self.metadata:
             raise StateRecoverError(operation="metadata", version=self.version)
+        return state
+
+    def _computed_state(self, rows: DataFrame, valid_if: DataFrame | None = None) -> State | None:
+        non_file_rows = self._reconstructed.non_file_rows(self.replay_config())
+        return compute_state(rows, non_file_rows, self.version, valid_if)
+
+    def _plain_keys_state(self) -> State | None:
+        """The state computed on the assumption that the join keys are plain, checked in the
+        same query (L: one job fewer, 0.15-0.35 s); None when they are known, or not plain."""
+        reconstructed = self._reconstructed
+        if reconstructed.plain_keys is not None:
+            return None
+        assumed = dataclasses.replace(reconstructed, plain_keys=True)
+        state = self._computed_state(
+            assumed.rows(self.replay_config()), valid_if=reconstructed.plain_keys_check()
+        )
+        self.__dict__["_reconstructed"] = dataclasses.replace(
+            reconstructed, plain_keys=state is not None
+        )
         return state
 
     def all_files(self) -> DataFrame:

@@ -70,14 +70,23 @@ def _non_file_aggregations() -> list[Any]:
     ]
 
 
-def compute_state(state: DataFrame, non_file_rows: DataFrame, version: int) -> State:
+def compute_state(
+    state: DataFrame, non_file_rows: DataFrame, version: int, valid_if: DataFrame | None = None
+) -> State | None:
     """Run the aggregations (one Spark query) and validate protocol and metadata.
 
     ``state`` is every state row; ``non_file_rows`` its rows holding neither add nor remove.
+    ``valid_if``, a one-row frame with a boolean ``valid``, is an assumption ``state`` was built
+    on, checked in the same query: None is returned when it does not hold.
     """
     files = state.agg(*_file_aggregations())
     others = non_file_rows.agg(*_non_file_aggregations())
-    row = collect(files.crossJoin(others))[0]
+    query = files.crossJoin(others)
+    if valid_if is not None:
+        query = query.crossJoin(valid_if.select("valid"))
+    row = collect(query)[0]
+    if valid_if is not None and not row["valid"]:
+        return None
     if row["protocol"] is None:
         raise StateRecoverError(operation="protocol", version=version)
     if row["metadata"] is None:
