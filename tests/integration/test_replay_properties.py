@@ -91,6 +91,8 @@ def test_replay_from_checkpoint_equals_full_replay(
         from_checkpoint = table.snapshot()
         assert from_checkpoint.segment.checkpoint is not None
         assert from_checkpoint.segment.checkpoint.version == checkpoint_version
+        # The state first: its query assumes plain join keys and checks them alongside.
+        assert from_checkpoint.state == full.state
         assert _ours(from_checkpoint) == _ours(full)
 
 
