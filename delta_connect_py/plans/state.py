@@ -6,7 +6,9 @@ collected, and the check that protocol and metadata were recovered.
 The query is two global aggregations side by side: the file sums (size, files, tombstones) over
 every state row, and the rest over the non-file rows only. ``collect_set`` makes Spark run its
 whole aggregation without generated code (``ObjectHashAggregate``), which on a large state costs
-more than a second global aggregation over a few rows (L: 0.3 s of 2.2 in a new session).
+more than a second global aggregation over a few rows (L: 0.3 s of 2.2 in a new session). A
+caller whose ``state`` rests on an assumption it has not checked yet (``valid_if``) has the
+check computed as a third aggregation in the same query, which saves a job of its own.
 
 Invariants: the non-file rows given are every non-file action of the state (the replay keeps
 them all; a checkpoint's untouched rows are file actions only). ``last(..., ignorenulls=True)``
