@@ -102,10 +102,15 @@ def _worker_python_version(_: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
     yield pa.RecordBatch.from_pydict({"python": [version]})
 
 
+def session_key(spark: SparkSession) -> str:
+    """The session's name, unique in this process: its Connect session id."""
+    return str(getattr(spark, "session_id", id(spark)))
+
+
 def prepare_session(spark: SparkSession) -> None:
     """Ship our code by value and check the server's worker Python once per session."""
     register_worker_code()
-    session_id: str = getattr(spark, "session_id", str(id(spark)))
+    session_id = session_key(spark)
     if session_id in _prepared_sessions:
         return
     try:

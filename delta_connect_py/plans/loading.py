@@ -45,6 +45,7 @@ from delta_connect_py.protocol.actions import (
     VERSION_COLUMN,
 )
 from delta_connect_py.protocol.filenames import LogFile
+from delta_connect_py.session import session_key
 from delta_connect_py.worker.log_files import (
     COMMIT_LINES_SCHEMA,
     CommitLinesRead,
@@ -274,9 +275,36 @@ def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> Data
     escaped = [escape_glob(f.path) for f in files]
     if files[0].name.endswith(".json"):
         return spark.read.schema(COMMIT_SPARK_SCHEMA).option("mode", "FAILFAST").json(escaped)
-    # Parts of one checkpoint may carry different columns (a part without protocol rows may
-    # have no protocol column): merge every footer's schema, not just the first file's.
-    return spark.read.option("mergeSchema", "true").parquet(*escaped)
+    identity = tuple((f.path, f.size, f.modification_time) for f in files)
+    return read_parquet(spark, escaped, identity)
+
+
+#: How many footer schemas ``read_parquet`` keeps.
+MAX_FOOTER_SCHEMAS = 64
+_footer_schemas: dict[tuple[str, tuple[object, ...]], StructType] = {}
+
+
+def read_parquet(
+    spark: SparkSession, paths: Sequence[str], identity: tuple[object, ...]
+) -> DataFrame:
+    """Parquet files read with the merge of their footers' schemas, inferred the first time only.
+
+    Parts of one checkpoint may carry different columns (a part without protocol rows may have
+    no protocol column), hence the merge. Without a given schema the server infers it (a Spark
+    job reading every footer) each time a plan reading the files is analyzed or run, and a
+    snapshot's plans read its checkpoint several times (L: 5 such jobs, ~0.2 s). ``identity``
+    names the files' content (paths, sizes, modification times): checkpoint and sidecar files
+    are written once, never changed in place. Schemas are kept per Connect session, as another
+    session may be another server's file system.
+    """
+    key = (session_key(spark), identity)
+    schema = _footer_schemas.get(key)
+    if schema is None:
+        schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
+        if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
+            _footer_schemas.pop(next(iter(_footer_schemas)))
+        _footer_schemas[key] = schema
+    return spark.read.schema(schema).parquet(*paths)
 
 
 def _add_with_stats(actual: StructType, target: StructType) -> Column:
@@ -354,11 +382,9 @@ def checkpoint_frames(
     frames = [top_level]
     sidecars = sidecar_paths(top_level, log_dir)
     if sidecars:
-        frames.append(
-            spark.read.option("mergeSchema", "true").parquet(
-                *[escape_glob(path) for path in sidecars]
-            )
-        )
+        # Sidecars are named by a UUID: a path names one content.
+        escaped = [escape_glob(path) for path in sidecars]
+        frames.append(read_parquet(spark, escaped, tuple(sidecars)))
     size = sum(f.size for f in checkpoint.files)
     return CheckpointFrames(
         tuple(with_file_action_columns(frame) for frame in frames), checkpoint.version
