@@ -206,17 +206,23 @@ class Snapshot:
         """delta-spark's computedState (runs one Spark query the first time)."""
         state = self._plain_keys_state()
         if state is None:
-            state = self._computed_state(self.state_df())
-            assert state is not None  # only an assumption (valid_if) can fail
+            state = self._computed_state(self._keys_checked())
+            assert state is not None  # only an assumption (check_plain_keys) can fail
         if state.protocol != self.protocol:
             raise StateRecoverError(operation="protocol", version=self.version)
         if state.metadata != self.metadata:
             raise StateRecoverError(operation="metadata", version=self.version)
         return state
 
-    def _computed_state(self, rows: DataFrame, valid_if: DataFrame | None = None) -> State | None:
-        non_file_rows = self._reconstructed.non_file_rows(self.replay_config())
-        return compute_state(rows, non_file_rows, self.version, valid_if)
+    def _computed_state(
+        self, reconstructed: ReconstructedState, check_plain_keys: bool = False
+    ) -> State | None:
+        config = self.replay_config()
+        return compute_state(
+            reconstructed.file_actions(config, check_plain_keys),
+            reconstructed.non_file_rows(config),
+            self.version,
+        )
 
     def _plain_keys_state(self) -> State | None:
         """The state computed on the assumption that the join keys are plain, checked in the
@@ -225,9 +231,7 @@ class Snapshot:
         if reconstructed.plain_keys is not None:
             return None
         assumed = dataclasses.replace(reconstructed, plain_keys=True)
-        state = self._computed_state(
-            assumed.rows(self.replay_config()), valid_if=reconstructed.plain_keys_check()
-        )
+        state = self._computed_state(assumed, check_plain_keys=True)
         self.__dict__["_reconstructed"] = dataclasses.replace(
             reconstructed, plain_keys=state is not None
         )

@@ -60,6 +60,7 @@ from delta_connect_py.plans.spark import (
     struct_fields,
     union_all,
 )
+from delta_connect_py.plans.state import file_action_columns
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
 from delta_connect_py.worker.replay import ReplayConfig, first_foreign_source, replay_partition
 
@@ -129,9 +130,8 @@ class ReconstructedState:
 
     def plain_keys_check(self) -> DataFrame:
         """One row whose ``valid`` says whether every replayed file action has a plain path and
-        no deletion vector: a query that assumed plain keys can compute this alongside."""
-        not_plain = ~is_plain_path(action_path()) | has_deletion_vector()
-        found = self.replayed.where(is_file_action()).agg(F.max(not_plain).alias("found"))
+        no deletion vector."""
+        found = self.replayed.where(is_file_action()).agg(F.max(_key_not_plain()).alias("found"))
         return found.select(F.coalesce(~F.col("found"), F.lit(True)).alias("valid"))
 
     def rows(self, config: ReplayConfig, stats_parsed: StructType | None = None) -> DataFrame:
@@ -143,23 +143,46 @@ class ReconstructedState:
         that wrote exactly that type, else null: the typed stats of a live file read from the
         previous checkpoint need not be parsed again.
         """
-        if self.checkpoint is not None and self.plain_keys is None:
-            raise ValueError("the join keys are unknown: call with_keys_checked() first")
         replayed = self.replayed
         if stats_parsed is not None:  # replayed adds come from commits: nothing typed to reuse
             replayed = replayed.withColumn(PARSED_STATS_COLUMN, F.lit(None).cast(stats_parsed))
-        parts = [replayed]
-        if self.checkpoint is not None:
-            join_keys = _JoinKeys(self.table_root, bool(self.plain_keys))
-            keys = join_keys.of_replayed(self.replayed, self.broadcast_keys)
-            parts = [
-                *(
-                    _unreplayed_files(frame, keys, join_keys, stats_parsed)
-                    for frame in self.checkpoint.frames
-                ),
-                replayed,
-            ]
-        return union_all(parts).where(retained(config))
+        untouched = self._checkpoint_untouched(stats_parsed)
+        return union_all([*untouched, replayed]).where(retained(config))
+
+    def file_actions(self, config: ReplayConfig, check_plain_keys: bool = False) -> DataFrame:
+        """Every file action of the state as ``plans.state.file_action_columns`` (tombstones
+        past retention are there, not counted).
+
+        ``check_plain_keys``, for a state that assumes plain keys before they are known, marks
+        each replayed file action that breaks the assumption (``with_keys_checked``'s job,
+        folded into the state query: L, one job fewer).
+        """
+        tombstone_retained = retained(config)
+        unchecked = F.lit(False)
+        # Unfiltered: every replayed key counts for the check, expired tombstones' too.
+        replayed = self.replayed.where(is_file_action()).select(
+            *file_action_columns(
+                tombstone_retained, _key_not_plain() if check_plain_keys else unchecked
+            )
+        )
+        untouched = [
+            frame.select(*file_action_columns(tombstone_retained, unchecked))
+            for frame in self._checkpoint_untouched()
+        ]
+        return union_all([*untouched, replayed])
+
+    def _checkpoint_untouched(self, stats_parsed: StructType | None = None) -> list[DataFrame]:
+        """The checkpoint's file actions no replayed action has the key of (see the module)."""
+        if self.checkpoint is None:
+            return []
+        if self.plain_keys is None:
+            raise ValueError("the join keys are unknown: call with_keys_checked() first")
+        join_keys = _JoinKeys(self.table_root, self.plain_keys)
+        keys = join_keys.of_replayed(self.replayed, self.broadcast_keys)
+        return [
+            _unreplayed_files(frame, keys, join_keys, stats_parsed)
+            for frame in self.checkpoint.frames
+        ]
 
     def non_file_rows(self, config: ReplayConfig) -> DataFrame:
         """The state's rows holding neither an add nor a remove, retained per ``config``: all
@@ -227,6 +250,11 @@ def reconstruct_after(
         broadcast_keys=previous.broadcast_keys and small,
         plain_keys=None if previous.checkpoint is not None else False,
     )
+
+
+def _key_not_plain() -> Column:
+    """Whether the row's file key is not plain (see ``_JoinKeys``)."""
+    return ~is_plain_path(action_path()) | has_deletion_vector()
 
 
 def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int) -> DataFrame:
