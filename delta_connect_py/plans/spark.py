@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyspark.sql.connect.functions as F
 from pyspark.errors import PySparkException
+from pyspark.sql.connect import proto
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
@@ -76,27 +77,69 @@ def session_conf(
 
     ``hints`` only make the jobs faster: one the server refuses to change (a managed server may
     refuse internal settings) is left as the server has it, and the jobs run all the same.
+    Settings travel in batches (one request to read them, one to set, two to restore) rather
+    than a request per key and step (four settings: 3-4 requests instead of 12).
     """
-    previous: dict[str, str | None] = {}
+    hints = hints or {}
+    previous = _conf_values(spark, [*settings, *hints])
     try:
-        for key, value in settings.items():
-            old = spark.conf.get(key, None)
-            spark.conf.set(key, value)
-            previous[key] = old
-        for key, value in (hints or {}).items():
-            try:
-                old = spark.conf.get(key, None)
-                spark.conf.set(key, value)
-            except PySparkException:
-                continue
-            previous[key] = old
+        _set_conf(spark, settings)
+    except Exception:
+        # Which settings of the batch the server applied before refusing one is unknown.
+        for key in settings:
+            with suppress(PySparkException):
+                _restore_conf(spark, {key: previous[key]})
+        raise
+    applied = [*settings, *_set_hints(spark, hints)]
+    try:
         yield
     finally:
-        for key, old in previous.items():
-            if old is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, old)
+        _restore_conf(spark, {key: previous[key] for key in applied})
+
+
+def _set_hints(spark: SparkSession, hints: dict[str, str]) -> list[str]:
+    """Apply the ``hints`` the server accepts; return their keys."""
+    try:
+        _set_conf(spark, hints)
+        return list(hints)
+    except PySparkException:
+        accepted = []
+        for key, value in hints.items():
+            with suppress(PySparkException):
+                _set_conf(spark, {key: value})
+                accepted.append(key)
+        return accepted
+
+
+def _restore_conf(spark: SparkSession, previous: dict[str, str | None]) -> None:
+    _set_conf(spark, {key: old for key, old in previous.items() if old is not None})
+    _unset_conf(spark, [key for key, old in previous.items() if old is None])
+
+
+def _conf_values(spark: SparkSession, keys: list[str]) -> dict[str, str | None]:
+    """The session's values of ``keys``: None where the session has not set it (what
+    ``spark.conf.get(key, None)`` asks)."""
+    unset = proto.ConfigRequest.GetWithDefault(pairs=[proto.KeyValue(key=key) for key in keys])
+    operation = proto.ConfigRequest.Operation(get_with_default=unset)
+    return dict(_config(spark, operation).pairs)
+
+
+def _set_conf(spark: SparkSession, values: dict[str, str]) -> None:
+    if values:
+        pairs = [proto.KeyValue(key=key, value=value) for key, value in values.items()]
+        _config(spark, proto.ConfigRequest.Operation(set=proto.ConfigRequest.Set(pairs=pairs)))
+
+
+def _unset_conf(spark: SparkSession, keys: list[str]) -> None:
+    if keys:
+        operation = proto.ConfigRequest.Operation(unset=proto.ConfigRequest.Unset(keys=keys))
+        _config(spark, operation)
+
+
+def _config(spark: SparkSession, operation: Any) -> Any:
+    """One config request (what ``spark.conf`` sends, for many keys at once)."""
+    connect_session: Any = spark  # typed as classic pyspark's session, which has no client
+    return connect_session.client.config(operation)
 
 
 def collect(df: DataFrame) -> list[Row]:
