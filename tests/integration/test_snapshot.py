@@ -357,3 +357,26 @@ def test_the_replay_runs_where_the_server_refuses_its_hints(spark: Any, tmp_path
         snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
         assert _state_view(snapshot) == expected
     assert snapshot.state.num_of_files == 3
+
+
+def test_parquet_footer_schemas_are_inferred_once_per_file_identity(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``read_parquet`` keeps a footer schema by the files' identity: a file rewritten in place
+    (another size and time) is inferred again, an unchanged one is not."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from delta_connect_py.plans.loading import read_parquet
+
+    path = tmp_path / "part.parquet"
+    pq.write_table(pa.table({"x": [1]}), path)
+    first = (str(path), path.stat().st_size, path.stat().st_mtime_ns)
+    assert read_parquet(spark, [str(path)], first).columns == ["x"]
+    pq.write_table(pa.table({"y": ["a"], "z": [2.0]}), path)
+    # The first identity names the schema already inferred: no inference, which would find y, z.
+    assert read_parquet(spark, [str(path)], first).columns == ["x"]
+    second = (str(path), path.stat().st_size, path.stat().st_mtime_ns)
+    rewritten = read_parquet(spark, [str(path)], second)
+    assert rewritten.columns == ["y", "z"]
+    assert rewritten.collect()[0]["y"] == "a"
