@@ -44,7 +44,7 @@ SETTINGS = settings(
 )
 
 
-def _reference(commits: list[list[dict[str, Any]]], snapshot: Any) -> list[str]:
+def _reference_rows(commits: list[list[dict[str, Any]]], snapshot: Any) -> list[dict[str, Any]]:
     config = snapshot.replay_config()
     state = reference_replay(
         versioned_actions(commits),
@@ -52,7 +52,29 @@ def _reference(commits: list[list[dict[str, Any]]], snapshot: Any) -> list[str]:
         min_file_retention_timestamp=config.min_file_retention_timestamp,
         min_set_transaction_retention_timestamp=config.min_set_transaction_retention_timestamp,
     )
-    return normalized(state.to_rows())
+    return state.to_rows()
+
+
+def _reference(commits: list[list[dict[str, Any]]], snapshot: Any) -> list[str]:
+    return normalized(_reference_rows(commits, snapshot))
+
+
+def _reference_sums(commits: list[list[dict[str, Any]]], snapshot: Any) -> tuple[int, ...]:
+    """(sizeInBytes, numOfFiles, numOfRemoves, numOfSetTransactions) of the reference state."""
+    rows = _reference_rows(commits, snapshot)
+    adds = [row["add"] for row in rows if row["add"] is not None]
+    removes = [row for row in rows if row["remove"] is not None]
+    txns = [row for row in rows if row["txn"] is not None]
+    return sum(add["size"] for add in adds), len(adds), len(removes), len(txns)
+
+
+def _sums(state: Any) -> tuple[int, ...]:
+    return (
+        state.size_in_bytes,
+        state.num_of_files,
+        state.num_of_removes,
+        state.num_of_set_transactions,
+    )
 
 
 def _ours(snapshot: Any) -> list[str]:
@@ -75,6 +97,7 @@ def test_dataframe_replay_equals_reference(
         assert _ours(snapshot) == _reference(commits, snapshot)
         state = snapshot.state
         assert state.num_of_protocol == state.num_of_metadata == 1
+        assert _sums(state) == _reference_sums(commits, snapshot)
 
 
 @SETTINGS
@@ -93,6 +116,7 @@ def test_replay_from_checkpoint_equals_full_replay(
         assert from_checkpoint.segment.checkpoint.version == checkpoint_version
         # The state first: its query assumes plain join keys and checks them alongside.
         assert from_checkpoint.state == full.state
+        assert _sums(from_checkpoint.state) == _reference_sums(commits, from_checkpoint)
         assert _ours(from_checkpoint) == _ours(full)
 
 
