@@ -116,8 +116,8 @@ class ReconstructedState:
     checkpoint: CheckpointFrames | None
     replayed: DataFrame
     table_root: str
-    #: Small enough replays have their keys broadcast to every task rather than shuffled.
-    broadcast_keys: bool
+    #: Bytes of the commits replayed into ``replayed`` (those of every update included).
+    replayed_bytes: int
     #: Every replayed file action has a plain path and no deletion vector (see ``_JoinKeys``);
     #: None until checked (``with_keys_checked``, or folded into the first state query).
     plain_keys: bool | None = None
@@ -148,6 +148,11 @@ class ReconstructedState:
             replayed = replayed.withColumn(PARSED_STATS_COLUMN, F.lit(None).cast(stats_parsed))
         untouched = self._checkpoint_untouched(stats_parsed)
         return union_all([*untouched, replayed]).where(retained(config))
+
+    @property
+    def broadcast_keys(self) -> bool:
+        """Small enough replays have their keys broadcast to every task rather than shuffled."""
+        return self.replayed_bytes <= BROADCAST_COMMIT_BYTES
 
     def file_actions(self, config: ReplayConfig, check_plain_keys: bool = False) -> DataFrame:
         """Every file action of the state as ``plans.state.file_action_columns`` (tombstones
@@ -205,7 +210,7 @@ def reconstruct(
         checkpoint=actions.checkpoint,
         replayed=replayed,
         table_root=config.table_root,
-        broadcast_keys=actions.commit_bytes <= BROADCAST_COMMIT_BYTES,
+        replayed_bytes=actions.commit_bytes,
         plain_keys=None if actions.checkpoint is not None else False,
     )
 
@@ -232,22 +237,26 @@ def reconstruct_after(
     )
     partitions = num_partitions or partitions_for(actions.commit_bytes)
     new = _replayed([others, actions.commits], config, partitions)
-    small = actions.commit_bytes <= BROADCAST_COMMIT_BYTES
     join_keys = _JoinKeys(config.table_root, plain=False)
-    new_keys = join_keys.of_replayed(new, broadcast=small)
+    new_keys = join_keys.of_replayed(new, broadcast=actions.commit_bytes <= BROADCAST_COMMIT_BYTES)
     kept = (
         previous.replayed.where(is_file_action())
         .select(*STATE_COLUMNS, *join_keys.columns())
         .join(new_keys, on=join_keys.names, how="left_anti")
         .drop(*join_keys.names)
     )
-    # Materialized at once: left lazy, every query would redo the join, and each update would
-    # stack another one (L: computedState 2.7 s, vs 4.7, 6.6, 8.7 s after 1, 2, 3 updates).
-    replayed = materialize(union_all([kept, new]))
+    replayed_bytes = previous.replayed_bytes + actions.commit_bytes
+    # The union has the earlier state's partitions plus the new commits': coalesced to what a
+    # new snapshot's replay of as many bytes would have, so that a polling loop's state does
+    # not split into ever more partitions (S: a query over the state 0.04 s fresh, 0.35 s
+    # after 40 updates). Materialized at once: left lazy, every query would redo the join, and
+    # each update would stack another one (L: computedState 2.7 s, vs 4.7, 6.6, 8.7 s after 1,
+    # 2, 3 updates).
+    union = union_all([kept, new]).coalesce(num_partitions or partitions_for(replayed_bytes))
     return dataclasses.replace(
         previous,
-        replayed=replayed,
-        broadcast_keys=previous.broadcast_keys and small,
+        replayed=materialize(union),
+        replayed_bytes=replayed_bytes,
         plain_keys=None if previous.checkpoint is not None else False,
     )
 

@@ -234,6 +234,33 @@ def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None
     assert {unquote(p) for p, _, _ in _state_view(again)[5]} == _rs_files(root)
 
 
+def test_a_chain_of_updates_keeps_the_partitions_of_a_new_snapshot(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A polling loop's state does not split into one more partition per update: it keeps as
+    many as a new snapshot's replay of the same commits has (one, for a small log)."""
+    import pyarrow as pa
+    import pyspark.sql.connect.functions as F
+    from deltalake import write_deltalake
+
+    def partitions(snapshot: Any) -> int:
+        replayed = snapshot._reconstructed.replayed
+        return replayed.select(F.spark_partition_id().alias("id")).distinct().count()
+
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"id": [0]}))
+    table = DeltaTable.for_path(spark, str(root))
+    snapshot = table.snapshot()
+    snapshot.state  # noqa: B018 - its state on the server, for update() to build on
+    for number in range(1, 6):
+        write_deltalake(str(root), pa.table({"id": [number]}), mode="append")
+        snapshot = snapshot.update()
+        assert snapshot.state.num_of_files == number + 1
+    fresh = table.snapshot()
+    assert _state_view(snapshot) == _state_view(fresh)
+    assert partitions(snapshot) == partitions(fresh) == 1
+
+
 def _commit_with_txn_retention(days: int, txn_updated_ms: int | None = None) -> str:
     """A commit setting the table's transaction retention (and recording one txn)."""
     schema = (
