@@ -126,13 +126,9 @@ class ReconstructedState:
         """This state with ``plain_keys`` known (one small job over the replay when unknown)."""
         if self.plain_keys is not None:
             return self
-        return dataclasses.replace(self, plain_keys=collect(self.plain_keys_check())[0]["valid"])
-
-    def plain_keys_check(self) -> DataFrame:
-        """One row whose ``valid`` says whether every replayed file action has a plain path and
-        no deletion vector."""
-        found = self.replayed.where(is_file_action()).agg(F.max(_key_not_plain()).alias("found"))
-        return found.select(F.coalesce(~F.col("found"), F.lit(True)).alias("valid"))
+        files = self.replayed.where(is_file_action())
+        found = collect(files.agg(F.max(_key_not_plain()).alias("found")))[0]["found"]
+        return dataclasses.replace(self, plain_keys=not found)  # no file actions: plain
 
     def rows(self, config: ReplayConfig, stats_parsed: StructType | None = None) -> DataFrame:
         """The state: one action per row as a checkpoint holds it, tombstones retained per
@@ -268,7 +264,7 @@ def _key_not_plain() -> Column:
 
 def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int) -> DataFrame:
     """The replay of ``to_replay``, run now and kept on the server, every tombstone and txn kept
-    (retention is applied by ``ReconstructedState.rows``)."""
+    (retention is applied by ``ReconstructedState``'s queries)."""
     keep_all = dataclasses.replace(
         config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
     )
