@@ -142,16 +142,22 @@ def _config(spark: SparkSession, operation: Any) -> Any:
     return connect_session.client.config(operation)
 
 
-def collect(df: DataFrame) -> list[Row]:
-    """``df.collect()`` with server failures we recognise raised as DeltaErrors."""
+@contextmanager
+def server_errors_translated() -> Iterator[None]:
+    """Server failures we recognise, raised inside the block, raised as DeltaErrors."""
     try:
-        with session_conf(df.sparkSession, LOG_READ_CONF):
-            return df.collect()
+        yield
     except Exception as exc:
         translated = translate_server_error(exc)
         if translated is exc:
             raise
         raise translated from exc
+
+
+def collect(df: DataFrame) -> list[Row]:
+    """``df.collect()`` with server failures we recognise raised as DeltaErrors."""
+    with server_errors_translated(), session_conf(df.sparkSession, LOG_READ_CONF):
+        return df.collect()
 
 
 def materialize(df: DataFrame, hints: dict[str, str] | None = None) -> DataFrame:
@@ -161,14 +167,8 @@ def materialize(df: DataFrame, hints: dict[str, str] | None = None) -> DataFrame
     Later queries over the result neither re-list nor re-read the log, whatever the session's
     settings are then.
     """
-    try:
-        with session_conf(df.sparkSession, LOG_READ_CONF, hints):
-            return _bound_to(df.localCheckpoint(eager=True), df.sparkSession)
-    except Exception as exc:
-        translated = translate_server_error(exc)
-        if translated is exc:
-            raise
-        raise translated from exc
+    with server_errors_translated(), session_conf(df.sparkSession, LOG_READ_CONF, hints):
+        return _bound_to(df.localCheckpoint(eager=True), df.sparkSession)
 
 
 def _bound_to(checkpointed: DataFrame, session: SparkSession) -> DataFrame:
