@@ -34,6 +34,7 @@ from delta_connect_py.plans.spark import (
     conform,
     escape_glob,
     map_in_arrow,
+    server_errors_translated,
     spark_schema,
     struct_fields,
     union_all,
@@ -300,7 +301,8 @@ def read_parquet(
     key = (session_key(spark), identity)
     schema = _footer_schemas.get(key)
     if schema is None:
-        schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
+        with server_errors_translated():  # a file that is not parquet fails here
+            schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
         if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
             _footer_schemas.pop(next(iter(_footer_schemas)))
         _footer_schemas[key] = schema

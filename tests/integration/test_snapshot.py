@@ -132,6 +132,22 @@ def test_corrupt_last_checkpoint_falls_back_to_listing(spark: Any, conformance_t
     assert _files(snapshot) == _rs_files(root)
 
 
+def test_a_checkpoint_that_is_not_parquet_is_a_corrupt_log_file(
+    spark: Any, conformance_table: Any
+) -> None:
+    """Spark's failure to read a checkpoint raises ``DELTA_CORRUPT_LOG_FILE`` naming it, and
+    the log is left as it was."""
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    log = root / "_delta_log"
+    checkpoint = log / "00000000000000000010.checkpoint.parquet"
+    checkpoint.write_text("not parquet")
+    before = {path.name: path.read_bytes() for path in log.iterdir()}
+    with pytest.raises(CorruptLogFileError, match=checkpoint.name) as info:
+        DeltaTable.for_path(spark, str(root)).snapshot()
+    assert "FAILED_READ_FILE" in str(info.value)
+    assert {path.name: path.read_bytes() for path in log.iterdir()} == before
+
+
 def test_missing_checkpoint_part_without_earlier_commits(
     spark: Any, conformance_table: Any
 ) -> None:

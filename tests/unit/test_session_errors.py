@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from delta_connect_py.errors import (
+    CorruptLogFileError,
     DeltaError,
     PythonVersionMismatchError,
     ServerEnvironmentError,
@@ -45,3 +46,29 @@ def test_unknown_failures_pass_through_unchanged() -> None:
     original = RuntimeError("something else")
     assert translate_server_error(original) is original
     assert not isinstance(translate_server_error(original), DeltaError)
+
+
+def _failed_read(file: str, cause: str = "Could not read footer.") -> RuntimeError:
+    return RuntimeError(
+        "Job aborted. Caused by: org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] "
+        f"Encountered error while reading file {file}. {cause}"
+    )
+
+
+def test_an_unreadable_log_file_is_a_corrupt_log_file() -> None:
+    file = "file:/t/_delta_log/00000000000000000010.checkpoint.parquet"
+    error = translate_server_error(_failed_read(file))
+    assert isinstance(error, CorruptLogFileError)
+    assert error.message_parameters["file"] == file
+    assert error.message_parameters["path"] == "file:/t/_delta_log"
+    assert "FAILED_READ_FILE.NO_HINT" in str(error)
+
+
+def test_an_unreadable_data_file_or_malformed_commit_line_is_left_as_it_is() -> None:
+    data_file = _failed_read("file:/t/part-0.parquet")
+    assert translate_server_error(data_file) is data_file
+    # Left to malformed_commits_reported, which also quotes the line.
+    malformed = _failed_read(
+        "file:/t/_delta_log/00000000000000000001.json", "[MALFORMED_RECORD_IN_PARSING] ..."
+    )
+    assert translate_server_error(malformed) is malformed
