@@ -145,6 +145,16 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def fixed_heap_options(driver_memory: str) -> str:
+    """JVM options that commit the whole heap at start (``-Xms`` = ``-Xmx``).
+
+    G1 otherwise keeps the heap near its live set and runs a concurrent cycle every few
+    snapshots. Warm servers, L snapshot alternating (session 13): 2.17-2.35 s against 2.26-2.95
+    s for the default heap sizing. The pages are touched only as the heap is used.
+    """
+    return f"-Xms{driver_memory}"
+
+
 @dataclass
 class EmbeddedServer:
     """A Spark Connect server child process on 127.0.0.1."""
@@ -168,6 +178,7 @@ class EmbeddedServer:
             **LAUNCH_CONF,
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
+            "spark.driver.defaultJavaOptions": fixed_heap_options(self.driver_memory),
             **self.extra_conf,
         }
         args = [str(spark_home / "bin" / "spark-submit")]

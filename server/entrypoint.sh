@@ -5,7 +5,8 @@
 # SERVER_CONF). The Python workers run $PYSPARK_PYTHON, the only setting a Connect server's
 # workers follow; it must be the client's Python minor version (3.11) with pyarrow and pandas.
 # Environment: DELTA_CONNECT_BIND (default 0.0.0.0), DELTA_CONNECT_PORT (default 15002),
-# SPARK_DRIVER_MEMORY (default 4g). Extra arguments are passed to spark-submit.
+# SPARK_DRIVER_MEMORY (default 4g; the whole heap is committed at start, as the embedded
+# server does: see embedded.fixed_heap_options). Extra arguments are passed to spark-submit.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -18,6 +19,7 @@ exec "$submit" \
     --name delta-connect-py \
     --properties-file "$conf" \
     --driver-memory "${SPARK_DRIVER_MEMORY:-4g}" \
+    --conf "spark.driver.defaultJavaOptions=-Xms${SPARK_DRIVER_MEMORY:-4g}" \
     --conf "spark.connect.grpc.binding.address=${DELTA_CONNECT_BIND:-0.0.0.0}" \
     --conf "spark.connect.grpc.binding.port=${DELTA_CONNECT_PORT:-15002}" \
     "$@" \

@@ -59,7 +59,7 @@ def test_old_java_is_rejected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 
 def test_command_binds_loopback_with_the_server_conf(tmp_path: Path) -> None:
-    command = embedded.EmbeddedServer(port=15999).command(tmp_path)
+    command = embedded.EmbeddedServer(port=15999, driver_memory="4g").command(tmp_path)
     confs = {
         key: value
         for flag, item in itertools.pairwise(command)
@@ -71,6 +71,7 @@ def test_command_binds_loopback_with_the_server_conf(tmp_path: Path) -> None:
         **embedded.LAUNCH_CONF,
         "spark.connect.grpc.binding.address": "127.0.0.1",
         "spark.connect.grpc.binding.port": "15999",
+        "spark.driver.defaultJavaOptions": "-Xms4g",
     }
     assert command[-1] == str(embedded.DRIVER_PROGRAM)
     assert embedded.DRIVER_PROGRAM.is_file()
