@@ -201,6 +201,15 @@ class Snapshot:
             return self.state_df()
         return self._keys_checked().rows(self.replay_config(), stats_parsed)
 
+    def stats_parsed_to_parse_bytes(self, stats_parsed: StructType) -> int | None:
+        """Commit bytes whose adds a checkpoint writer must parse into ``stats_parsed``: those
+        replayed, when the checkpoint under this state carries that type; else None (every
+        add's stats are to be parsed)."""
+        reconstructed = self._reconstructed
+        if not reconstructed.carries_stats_parsed(stats_parsed):
+            return None
+        return reconstructed.replayed_bytes
+
     @cached_property
     def state(self) -> State:
         """delta-spark's computedState (runs one Spark query the first time)."""

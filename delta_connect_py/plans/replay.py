@@ -145,6 +145,13 @@ class ReconstructedState:
         untouched = self._checkpoint_untouched(stats_parsed)
         return union_all([*untouched, replayed]).where(retained(config))
 
+    def carries_stats_parsed(self, stats_parsed: StructType) -> bool:
+        """Whether the rows read from the checkpoint carry typed stats of type ``stats_parsed``
+        (see ``rows``): then only the replayed adds' stats are left to parse."""
+        if self.checkpoint is None:
+            return False
+        return all(_writes_stats_parsed(frame, stats_parsed) for frame in self.checkpoint.frames)
+
     @property
     def broadcast_keys(self) -> bool:
         """Small enough replays have their keys broadcast to every task rather than shuffled."""
@@ -338,13 +345,17 @@ def _unreplayed_files(
     return untouched.select(*columns)
 
 
-def _written_stats_parsed(checkpoint_frame: DataFrame, stats_parsed: StructType) -> Column:
-    """The frame's ``add.stats_parsed`` when it has the type ``stats_parsed`` (nullability
-    aside: parquet reads every field back nullable), else null."""
-    written = struct_fields(checkpoint_frame.schema)
-    add = written.get("add")
+def _writes_stats_parsed(checkpoint_frame: DataFrame, stats_parsed: StructType) -> bool:
+    """Whether the frame's ``add.stats_parsed`` has the type ``stats_parsed`` (nullability
+    aside: parquet reads every field back nullable)."""
+    add = struct_fields(checkpoint_frame.schema).get("add")
     written_type = struct_fields(add).get("stats_parsed") if isinstance(add, StructType) else None
-    same = written_type is not None and all_nullable(written_type) == all_nullable(stats_parsed)
+    return written_type is not None and all_nullable(written_type) == all_nullable(stats_parsed)
+
+
+def _written_stats_parsed(checkpoint_frame: DataFrame, stats_parsed: StructType) -> Column:
+    """The frame's ``add.stats_parsed`` when it has the type ``stats_parsed``, else null."""
+    same = _writes_stats_parsed(checkpoint_frame, stats_parsed)
     column = F.col("add.stats_parsed") if same else F.lit(None).cast(stats_parsed)
     return column.alias(PARSED_STATS_COLUMN)
 

@@ -505,6 +505,41 @@ def test_typed_stats_of_the_previous_checkpoint_are_reused(spark: Any, tmp_path:
     assert marked in third and all(parsed == in_json for parsed, in_json in third.values())
 
 
+def test_one_task_converts_the_rows_only_when_few_stats_are_left_to_parse(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A single-file checkpoint's rows are read and converted by its one writing task unless
+    many adds' stats must be parsed (then every core parses and shuffles to the writer)."""
+    root = tmp_path / "t"
+    random_delta_rs_table(root, 4)
+    table = DeltaTable.for_path(spark, str(root))
+
+    def one_task() -> bool:
+        snapshot = table.snapshot()
+        try:
+            parsed_type = checkpoints.stats_parsed_type(snapshot)
+            return checkpoints._one_task_converts(snapshot, parsed_type)
+        finally:
+            snapshot.unpersist()
+
+    assert not one_task()  # no checkpoint yet: every add's stats are to be parsed
+    table.create_checkpoint()
+    data = pa.table({"id": pa.array([1, 2], pa.int64()), "part": pa.array(["a", "b"])})
+    deltalake.write_deltalake(str(root), data, mode="append", partition_by=["part"])
+    assert one_task()  # the checkpoint carries them: one small commit's adds are left
+    monkeypatch.setattr(checkpoints, "SERIAL_PARSE_BYTES", 0)
+    assert not one_task()
+    _set_configuration(spark, root, {"delta.checkpoint.writeStatsAsStruct": "false"})
+    assert one_task()  # no typed stats to write
+    _set_configuration(
+        spark,
+        root,
+        {"delta.checkpoint.writeStatsAsStruct": "true", "delta.dataSkippingNumIndexedCols": "0"},
+    )
+    monkeypatch.undo()
+    assert not one_task()  # the checkpoint's typed stats are of another type
+
+
 def _set_configuration(spark: Any, root: Path, settings: dict[str, str]) -> None:
     """Commit a metaData action adding ``settings`` to the table configuration."""
     snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
