@@ -20,14 +20,19 @@ from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
 
-from delta_connect_py.errors import InvalidTimestampError, MissingDeltaTableError
+from delta_connect_py.errors import (
+    CorruptLogFileError,
+    DeltaError,
+    InvalidTimestampError,
+    MissingDeltaTableError,
+)
 from delta_connect_py.plans.listing import LogListing, list_log
 from delta_connect_py.plans.loading import (
     COMMIT_SPARK_SCHEMA,
     malformed_commits_reported,
     read_commits,
 )
-from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
+from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
 from delta_connect_py.plans.spark import collect
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
@@ -50,6 +55,9 @@ if TYPE_CHECKING:
     from delta_connect_py.checkpoints import CheckpointResult
 
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+#: delta-spark's ``spark.databricks.delta.snapshotLoading.maxRetries``: how many earlier
+#: checkpoints a snapshot tries when its checkpoint cannot be read.
+SNAPSHOT_LOADING_MAX_RETRIES = 2
 
 
 def qualify_table_path(path: str) -> str:
@@ -118,8 +126,7 @@ class DeltaTable:
         listing = self.list_log()
         if timestamp is not None:
             version = self.version_at(timestamp, listing)
-        segment = self.log_segment(version, listing)
-        pm = protocol_and_metadata(self.spark, segment, self.log_dir)
+        segment, pm = self._loaded_segment(self.log_segment(version, listing), listing)
         check_readable(pm.protocol, self.table_root)
         return Snapshot(
             table=self,
@@ -128,6 +135,40 @@ class DeltaTable:
             snapshot_partitions=snapshot_partitions,
             created_at_ms=now_ms(),
         )
+
+    def _loaded_segment(
+        self, segment: LogSegment, listing: LogListing
+    ) -> tuple[LogSegment, ProtocolAndMetadata]:
+        """``segment`` and its protocol and metadata; when its checkpoint cannot be read, the
+        same version rebuilt from an earlier checkpoint, or from commit 0.
+
+        delta-spark's snapshot-loading retries: at most ``SNAPSHOT_LOADING_MAX_RETRIES``
+        earlier checkpoints; the first error when none of them (nor the commits) rebuilds the
+        version. Only a failure to read a checkpoint file is retried: an unreadable commit
+        would be read again from any earlier checkpoint.
+        """
+        first_error: CorruptLogFileError | None = None
+        for _ in range(SNAPSHOT_LOADING_MAX_RETRIES + 1):
+            try:
+                return segment, protocol_and_metadata(self.spark, segment, self.log_dir)
+            except CorruptLogFileError as error:
+                if segment.checkpoint is None or not _reads_checkpoint(error, segment):
+                    if first_error is None:
+                        raise
+                    raise first_error from error
+                first_error = first_error or error
+                try:
+                    segment = build_log_segment(
+                        self.table_root,
+                        self.log_dir,
+                        listing.files,
+                        version=segment.version,
+                        checkpoint_before=segment.checkpoint.version,
+                    )
+                except DeltaError:
+                    raise first_error from None
+        assert first_error is not None
+        raise first_error
 
     def version_at(self, timestamp: datetime | str, listing: LogListing | None = None) -> int:
         """delta-spark's ``getActiveCommitAtTime``: the latest commit at or before ``timestamp``."""
@@ -279,3 +320,12 @@ def to_epoch_ms(timestamp: datetime | str) -> int:
     if timestamp.tzinfo is None:
         timestamp = timestamp.replace(tzinfo=timezone.utc)
     return int(timestamp.timestamp() * 1000)
+
+
+def _reads_checkpoint(error: CorruptLogFileError, segment: LogSegment) -> bool:
+    """Whether the file ``error`` could not read is one of the segment's checkpoint files, or
+    a sidecar (which only a V2 checkpoint names)."""
+    assert segment.checkpoint is not None
+    file = error.message_parameters.get("file", "")
+    names = {checkpoint_file.name for checkpoint_file in segment.checkpoint.files}
+    return file.rsplit("/", 1)[-1] in names or "/_delta_log/_sidecars/" in file

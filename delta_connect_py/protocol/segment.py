@@ -296,16 +296,23 @@ def build_log_segment(
     version: int | None = None,
     last_checkpoint: LastCheckpoint | None = None,
     use_compactions: bool = False,
+    checkpoint_before: int | None = None,
 ) -> LogSegment:
     """Choose the checkpoint and commits that reconstruct ``version`` (default: latest).
 
     Compaction files are optional to read (PROTOCOL.md) and only ever stand in for commits that
     are all present, so ``use_compactions`` is off by default: upstream fixtures (delta-kernel-rs'
     compacted-log-files-table) hold unreconciled compactions whose replay is ambiguous.
+    ``checkpoint_before`` leaves out checkpoints of that version and later (and the hint), as
+    delta-spark's ``getLogSegmentWithMaxExclusiveCheckpointVersion`` does when a checkpoint
+    cannot be read.
     """
     paths = (table_path, log_path)
     all_commits = _commits(files)
     checkpoints = complete_checkpoints(files)
+    if checkpoint_before is not None:
+        checkpoints = [choice for choice in checkpoints if choice.version < checkpoint_before]
+        last_checkpoint = None
     if not all_commits and not checkpoints:
         _raise_without_readable_files(files, version, paths)
     latest = _latest_version(all_commits, checkpoints)

@@ -132,20 +132,66 @@ def test_corrupt_last_checkpoint_falls_back_to_listing(spark: Any, conformance_t
     assert _files(snapshot) == _rs_files(root)
 
 
+def _log_bytes(log: Path) -> dict[str, bytes]:
+    return {path.name: path.read_bytes() for path in log.iterdir() if path.is_file()}
+
+
 def test_a_checkpoint_that_is_not_parquet_is_a_corrupt_log_file(
     spark: Any, conformance_table: Any
 ) -> None:
-    """Spark's failure to read a checkpoint raises ``DELTA_CORRUPT_LOG_FILE`` naming it, and
-    the log is left as it was."""
+    """Spark's failure to read a checkpoint raises ``DELTA_CORRUPT_LOG_FILE`` naming it when no
+    earlier checkpoint or commit 0 rebuilds the version, and the log is left as it was."""
     root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
     log = root / "_delta_log"
     checkpoint = log / "00000000000000000010.checkpoint.parquet"
     checkpoint.write_text("not parquet")
-    before = {path.name: path.read_bytes() for path in log.iterdir()}
+    for version in range(10):
+        (log / commit_name(version)).unlink()
+    before = _log_bytes(log)
     with pytest.raises(CorruptLogFileError, match=checkpoint.name) as info:
         DeltaTable.for_path(spark, str(root)).snapshot()
     assert "FAILED_READ_FILE" in str(info.value)
-    assert {path.name: path.read_bytes() for path in log.iterdir()} == before
+    assert _log_bytes(log) == before
+
+
+def test_an_unreadable_checkpoint_falls_back_to_commit_zero(
+    spark: Any, conformance_table: Any
+) -> None:
+    """delta-spark's snapshot-loading retry: the version is rebuilt from the commits."""
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    expected = _rs_files(root)
+    log = root / "_delta_log"
+    (log / "00000000000000000010.checkpoint.parquet").write_text("not parquet")
+    before = _log_bytes(log)
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+    assert snapshot.segment.checkpoint is None and snapshot.version == 13
+    assert _files(snapshot) == expected
+    assert snapshot.state.num_of_files == len(expected)
+    assert _log_bytes(log) == before
+
+
+def test_an_unreadable_checkpoint_falls_back_to_an_earlier_checkpoint(
+    spark: Any, conformance_table: Any
+) -> None:
+    """The newest checkpoint (named by ``_last_checkpoint``) is damaged: the earlier one and
+    the commits after it rebuild the version; so does time travel to the damaged version."""
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    table = DeltaTable.for_path(spark, str(root))
+    table.create_checkpoint(12)
+    expected = {version: _rs_files(root, version) for version in (12, 13)}
+    log = root / "_delta_log"
+    for version in range(10):
+        (log / commit_name(version)).unlink()
+    newest = log / "00000000000000000012.checkpoint.parquet"
+    newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
+    before = _log_bytes(log)
+    for version in (None, 12):
+        snapshot = table.snapshot(version)
+        assert snapshot.segment.checkpoint is not None
+        assert snapshot.segment.checkpoint.version == 10
+        assert _files(snapshot) == expected[snapshot.version]
+        snapshot.unpersist()
+    assert _log_bytes(log) == before
 
 
 def test_missing_checkpoint_part_without_earlier_commits(

@@ -174,6 +174,21 @@ def test_hint_to_missing_checkpoint_falls_back() -> None:
     assert seg.checkpoint is None and versions(seg) == [0, 1, 2, 3, 4]
 
 
+def test_checkpoint_before_leaves_out_later_checkpoints_and_the_hint() -> None:
+    files = listing(*commits(range(3, 9)), checkpoint_name(3), checkpoint_name(6))
+    hint = LastCheckpoint(version=6, size=6)
+    seg = build(files, last_checkpoint=hint, checkpoint_before=6)
+    assert seg.checkpoint is not None and seg.checkpoint.version == 3
+    assert versions(seg) == [4, 5, 6, 7, 8]
+    seg = build(files, version=6, checkpoint_before=6)
+    assert seg.checkpoint is not None and seg.checkpoint.version == 3 and versions(seg) == [4, 5, 6]
+    # nothing earlier rebuilds the version: delta-spark's truncated log
+    with pytest.raises(TruncatedTransactionLogError):
+        build(files, checkpoint_before=3)
+    seg = build(listing(*commits(range(9)), checkpoint_name(3)), checkpoint_before=3)
+    assert seg.checkpoint is None and versions(seg) == list(range(9))
+
+
 def test_missing_part_files() -> None:
     names = [*commits(range(3, 7)), multipart_checkpoint_name(3, 1, 2)]
     hint = LastCheckpoint(version=3, size=6, parts=2)
