@@ -154,9 +154,10 @@ def translate_server_error(exc: BaseException) -> Exception:
     return exc if isinstance(exc, Exception) else RuntimeError(text)
 
 
-#: Spark's error when a file source cannot read a file: its sub-class, then the file.
+#: Spark's error when a file source cannot read a file: its sub-class, then the file, which
+#: Spark ends with a period (the path itself may hold spaces).
 _FAILED_READ_FILE = re.compile(
-    r"\[(FAILED_READ_FILE\.\w+)\] Encountered error while reading file (\S+?)\.?(?:\s|$)"
+    r"\[(FAILED_READ_FILE\.\w+)\] Encountered error while reading file (.+?)\.(?:\s|$)"
 )
 #: Left to ``plans.loading.malformed_commits_reported``, which also names the line.
 _MALFORMED_RECORD = "MALFORMED_RECORD_IN_PARSING"

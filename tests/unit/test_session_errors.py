@@ -64,8 +64,19 @@ def test_an_unreadable_log_file_is_a_corrupt_log_file() -> None:
     assert "FAILED_READ_FILE.NO_HINT" in str(error)
 
 
+def test_an_unreadable_log_file_under_a_table_path_with_spaces() -> None:
+    name = "00000000000000000004.checkpoint.0000000001.0000000004.parquet"
+    file = f"file:/my tables/t 1/_delta_log/{name}"
+    error = translate_server_error(_failed_read(file, "Could not read footer."))
+    assert isinstance(error, CorruptLogFileError)
+    assert error.message_parameters["file"] == file
+    assert error.message_parameters["path"] == "file:/my tables/t 1/_delta_log"
+
+
 def test_an_unreadable_data_file_or_malformed_commit_line_is_left_as_it_is() -> None:
     data_file = _failed_read("file:/t/part-0.parquet")
+    assert translate_server_error(data_file) is data_file
+    data_file = _failed_read("file:/my t/p=_delta_log x/part-0.parquet")
     assert translate_server_error(data_file) is data_file
     # Left to malformed_commits_reported, which also quotes the line.
     malformed = _failed_read(

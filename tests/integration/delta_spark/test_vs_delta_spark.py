@@ -404,6 +404,29 @@ def test_delta_spark_reads_our_checkpoint(
         assert DeltaTable.for_path(spark, str(copy)).latest_version() == table.latest
 
 
+def test_damaged_newest_checkpoint_falls_back_like_delta_spark(
+    spark: Any, delta_spark: Any, scanned: Any, oracle_tables: OracleTables, tmp_path: Path
+) -> None:
+    """delta-spark's newest checkpoint with a part cut in half: delta-spark and we both
+    rebuild the version from the earlier checkpoint and list the same files. Without the
+    version checksums, from which either would take protocol and metadata without reading
+    the checkpoint (the damage would then surface only when the files are listed)."""
+    table = oracle_tables.partitioned
+    copy = copy_table(table.path, tmp_path / "damaged copy")
+    for checksum in (copy / "_delta_log").glob("*.crc"):
+        checksum.unlink()
+    damaged = DeltaTable.for_path(spark, str(copy)).log_segment().checkpoint
+    assert damaged is not None
+    part = Path(local_path(damaged.files[0].path))
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    snapshot = ours(spark, copy)
+    assert snapshot.segment.checkpoint is not None
+    assert snapshot.segment.checkpoint.version < damaged.version
+    expected = relocate(scanned(table.path, table.latest), table.path, copy)
+    assert our_files(snapshot) == expected
+    assert oracle_scanned_files(delta_spark, copy) == expected
+
+
 @pytest.fixture(scope="module")
 def cleaned_copy(
     spark: Any, oracle_tables: OracleTables, tmp_path_factory: pytest.TempPathFactory
