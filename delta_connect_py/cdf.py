@@ -89,7 +89,6 @@ from delta_connect_py.plans.loading import (
     malformed_commits_reported,
     read_commits,
 )
-from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
 from delta_connect_py.plans.spark import collect, escape_glob, map_in_arrow, spark_schema
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.actions import Metadata
@@ -234,8 +233,7 @@ def read_commit_changes(table: DeltaTable, files: Sequence[LogFile]) -> list[Com
 
 def _snapshot_at(table: DeltaTable, listing: LogListing, version: int) -> Snapshot:
     """The snapshot at ``version`` from an existing listing (one P&M job, no re-listing)."""
-    segment = table.log_segment(version, listing)
-    pm = protocol_and_metadata(table.spark, segment, table.log_dir)
+    segment, pm = table.loaded_segment(table.log_segment(version, listing), listing)
     check_readable(pm.protocol, table.table_root)
     return Snapshot(table=table, segment=segment, protocol_and_metadata=pm, created_at_ms=now_ms())
 

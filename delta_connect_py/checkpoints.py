@@ -50,7 +50,6 @@ from delta_connect_py.errors import (
     MissingDeltaTableError,
 )
 from delta_connect_py.plans.file_keys import action_path, is_file_action
-from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
 from delta_connect_py.plans.replay import PARSED_STATS_COLUMN
 from delta_connect_py.plans.spark import (
     all_nullable,
@@ -391,7 +390,7 @@ def plan_table_cleanup(table: DeltaTable, now: int | None = None) -> tuple[Clean
     if not listing.files:
         raise MissingDeltaTableError(path=table.table_root, log_path=table.log_dir)
     latest = table.log_segment(None, listing)
-    configuration = protocol_and_metadata(table.spark, latest, table.log_dir).metadata.configuration
+    configuration = table.loaded_segment(latest, listing)[1].metadata.configuration
     now = now_ms() if now is None else now
     plan = plan_cleanup(
         listing.files,

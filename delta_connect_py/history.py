@@ -33,7 +33,6 @@ from pyspark.sql.types import (
 )
 
 from delta_connect_py.plans.loading import commit_actions, malformed_commits_reported
-from delta_connect_py.plans.protocol_metadata import protocol_and_metadata
 from delta_connect_py.plans.spark import materialize
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.actions import VERSION_COLUMN
@@ -44,6 +43,7 @@ from delta_connect_py.worker.log_files import CommitLinesRead
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
+    from delta_connect_py.plans.listing import LogListing
     from delta_connect_py.protocol.segment import LogSegment
     from delta_connect_py.table import DeltaTable
 
@@ -103,13 +103,13 @@ def _commits_in_range(table: DeltaTable, limit: int | None) -> tuple[list[LogFil
     )
     if limit is not None:
         commits = commits[-limit:] if limit > 0 else []
-    first_ict = _first_ict_version(table, latest)
+    first_ict = _first_ict_version(table, latest, listing)
     return commits, first_ict
 
 
-def _first_ict_version(table: DeltaTable, latest: LogSegment) -> int:
+def _first_ict_version(table: DeltaTable, latest: LogSegment, listing: LogListing) -> int:
     """The first version whose timestamp is its ``inCommitTimestamp`` (huge when disabled)."""
-    pm = protocol_and_metadata(table.spark, latest, table.log_dir)
+    _, pm = table.loaded_segment(latest, listing)
     configuration = pm.metadata.configuration
     if not props.in_commit_timestamps_enabled(configuration):
         return 2**62

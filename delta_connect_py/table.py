@@ -126,7 +126,7 @@ class DeltaTable:
         listing = self.list_log()
         if timestamp is not None:
             version = self.version_at(timestamp, listing)
-        segment, pm = self._loaded_segment(self.log_segment(version, listing), listing)
+        segment, pm = self.loaded_segment(self.log_segment(version, listing), listing)
         check_readable(pm.protocol, self.table_root)
         return Snapshot(
             table=self,
@@ -136,7 +136,7 @@ class DeltaTable:
             created_at_ms=now_ms(),
         )
 
-    def _loaded_segment(
+    def loaded_segment(
         self, segment: LogSegment, listing: LogListing
     ) -> tuple[LogSegment, ProtocolAndMetadata]:
         """``segment`` and its protocol and metadata; when its checkpoint cannot be read, the
@@ -187,7 +187,7 @@ class DeltaTable:
         commits = [f for f in listing.files if f.kind is LogFileKind.COMMIT]
         file_times = monotonize([f.modification_time for f in commits])
         timestamps = {f.version: t for f, t in zip(commits, file_times, strict=True)}
-        latest_pm = protocol_and_metadata(self.spark, latest, self.log_dir)
+        _, latest_pm = self.loaded_segment(latest, listing)
         enablement = props.ict_enablement(latest_pm.metadata.configuration)
         if props.in_commit_timestamps_enabled(latest_pm.metadata.configuration):
             first_ict = enablement[0] if enablement else 0

@@ -174,7 +174,9 @@ def test_an_unreadable_checkpoint_falls_back_to_an_earlier_checkpoint(
     spark: Any, conformance_table: Any
 ) -> None:
     """The newest checkpoint (named by ``_last_checkpoint``) is damaged: the earlier one and
-    the commits after it rebuild the version; so does time travel to the damaged version."""
+    the commits after it rebuild the version; so does time travel to the damaged version, by
+    version or timestamp, and the history and cleanup, which read the latest protocol and
+    metadata."""
     root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
     table = DeltaTable.for_path(spark, str(root))
     table.create_checkpoint(12)
@@ -182,6 +184,7 @@ def test_an_unreadable_checkpoint_falls_back_to_an_earlier_checkpoint(
     log = root / "_delta_log"
     for version in range(10):
         (log / commit_name(version)).unlink()
+    _set_commit_times(root, {version: 1_700_000_000 + version for version in range(10, 14)})
     newest = log / "00000000000000000012.checkpoint.parquet"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
     before = _log_bytes(log)
@@ -191,6 +194,11 @@ def test_an_unreadable_checkpoint_falls_back_to_an_earlier_checkpoint(
         assert snapshot.segment.checkpoint.version == 10
         assert _files(snapshot) == expected[snapshot.version]
         snapshot.unpersist()
+    by_time = table.snapshot(timestamp=datetime.fromtimestamp(1_700_000_013, timezone.utc))
+    assert by_time.version == 13 and by_time.segment.checkpoint is not None
+    assert by_time.segment.checkpoint.version == 10
+    assert [row["version"] for row in table.history().collect()] == [13, 12, 11, 10]
+    assert table.cleanup_metadata(dry_run=True) == []
     assert _log_bytes(log) == before
 
 
