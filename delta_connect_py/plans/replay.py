@@ -152,11 +152,6 @@ class ReconstructedState:
             return False
         return all(_writes_stats_parsed(frame, stats_parsed) for frame in self.checkpoint.frames)
 
-    @property
-    def broadcast_keys(self) -> bool:
-        """Small enough replays have their keys broadcast to every task rather than shuffled."""
-        return self.replayed_bytes <= BROADCAST_COMMIT_BYTES
-
     def file_actions(self, config: ReplayConfig, check_plain_keys: bool = False) -> DataFrame:
         """Every file action of the state as ``plans.state.file_action_columns`` (tombstones
         past retention are there, not counted).
@@ -186,7 +181,7 @@ class ReconstructedState:
         if self.plain_keys is None:
             raise ValueError("the join keys are unknown: call with_keys_checked() first")
         join_keys = _JoinKeys(self.table_root, self.plain_keys)
-        keys = join_keys.of_replayed(self.replayed, self.broadcast_keys)
+        keys = join_keys.of_replayed(self.replayed, self.replayed_bytes)
         return [
             _unreplayed_files(frame, keys, join_keys, stats_parsed)
             for frame in self.checkpoint.frames
@@ -241,7 +236,7 @@ def reconstruct_after(
     partitions = num_partitions or partitions_for(actions.commit_bytes)
     new = _replayed([others, actions.commits], config, partitions)
     join_keys = _JoinKeys(config.table_root, plain=False)
-    new_keys = join_keys.of_replayed(new, broadcast=actions.commit_bytes <= BROADCAST_COMMIT_BYTES)
+    new_keys = join_keys.of_replayed(new, actions.commit_bytes)
     kept = (
         previous.replayed.where(is_file_action())
         .select(*STATE_COLUMNS, *join_keys.columns())
@@ -305,9 +300,11 @@ class _JoinKeys:
         canonical_path, dv_id = file_key_columns(self.table_root, add, remove)
         return [canonical_path.alias(_PATH), dv_id.alias(_DV_ID)]
 
-    def of_replayed(self, replayed: DataFrame, broadcast: bool) -> DataFrame:
+    def of_replayed(self, replayed: DataFrame, replayed_bytes: int) -> DataFrame:
+        """The keys of ``replayed``, the replay of ``replayed_bytes`` of commits: broadcast to
+        every task rather than shuffled when that is small enough."""
         keys = replayed.where(is_file_action()).select(*self.columns())
-        return F.broadcast(keys) if broadcast else keys
+        return F.broadcast(keys) if replayed_bytes <= BROADCAST_COMMIT_BYTES else keys
 
 
 def _unreplayed_files(
