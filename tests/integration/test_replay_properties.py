@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from delta_connect_py import DeltaTable
-from delta_connect_py.plans import loading
+from delta_connect_py.plans import loading, replay
 from delta_connect_py.protocol.actions import STATE_SCHEMA
 from delta_connect_py.protocol.filenames import checkpoint_name
 from delta_connect_py.protocol.replay import reference_replay
@@ -120,6 +120,43 @@ def test_replay_from_checkpoint_equals_full_replay(
         assert _ours(from_checkpoint) == _ours(full)
 
 
+@SETTINGS
+@given(commits=history(max_commits=10), data=st.data())
+def test_a_chain_of_updates_equals_the_reference(
+    spark: Any, commits: list[list[dict[str, Any]]], data: st.DataObject
+) -> None:
+    """update() after one to three commits at a time, from a snapshot with or without a
+    checkpoint under it, with the updates' replay kept beside the first or folded into it each
+    time, rows or state queried first: every state equals the reference replay's."""
+    last = len(commits) - 1
+    first = data.draw(st.integers(0, last - 1), label="first version")
+    checkpoint = data.draw(st.none() | st.integers(0, first), label="checkpoint version")
+    max_update_bytes = data.draw(st.sampled_from([0, 1 << 20]), label="MAX_UPDATE_BYTES")
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
+    ):
+        write_log(Path(tmp), commits[: first + 1])
+        table = DeltaTable.for_path(spark, tmp)
+        if checkpoint is not None:
+            _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, checkpoint)
+        snapshot = table.snapshot()
+        version = first
+        while True:
+            expected = commits[: version + 1]
+            assert snapshot.version == version
+            if data.draw(st.booleans(), label="state first"):
+                assert _sums(snapshot.state) == _reference_sums(expected, snapshot)
+            assert _ours(snapshot) == _reference(expected, snapshot)
+            assert _sums(snapshot.state) == _reference_sums(expected, snapshot)
+            if version == last:
+                break
+            version = min(last, version + data.draw(st.integers(1, 3), label="new commits"))
+            write_log(Path(tmp), commits[: version + 1])
+            snapshot = snapshot.update()
+            assert snapshot.previous is not None  # built on the earlier state, not anew
+
+
 def _write_reference_checkpoint(
     table: Path, snapshot: Any, commits: list[list[dict[str, Any]]], version: int
 ) -> None:
@@ -204,8 +241,9 @@ def test_update_matches_checkpoint_rows_by_file_key(spark: Any, escaped_first: b
 
         updated = before.update()
         assert updated.previous is before
-        assert updated._reconstructed.plain_keys is None
-        # The rows first this time: their keys are checked by a job of their own.
+        # A key that is not plain stays in the earlier layer; the new keys are unknown.
+        assert updated._reconstructed.plain_keys is (False if escaped_first else None)
+        # The rows first this time: unknown keys are checked by a job of their own.
         assert _ours(updated) == _reference(commits, updated) == _ours(table.snapshot())
         assert updated._reconstructed.plain_keys is False
         assert updated.state.num_of_files == 3

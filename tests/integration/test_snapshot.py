@@ -304,17 +304,21 @@ def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None
     assert {unquote(p) for p, _, _ in _state_view(again)[5]} == _rs_files(root)
 
 
-def test_a_chain_of_updates_keeps_the_partitions_of_a_new_snapshot(
-    spark: Any, tmp_path: Path
+@pytest.mark.parametrize("max_update_bytes", [0, 1 << 20])
+def test_a_chain_of_updates_keeps_one_small_replay_beside_the_first(
+    spark: Any, tmp_path: Path, max_update_bytes: int
 ) -> None:
-    """A polling loop's state does not split into one more partition per update: it keeps as
-    many as a new snapshot's replay of the same commits has (one, for a small log)."""
+    """A polling loop's state stays two replays: the first one as it was, and the replay of
+    every commit since, until that outgrows ``MAX_UPDATE_BYTES``; then it is folded into the
+    first, with as many partitions as a new snapshot's replay of the same commits (one, for a
+    small log)."""
     import pyarrow as pa
     import pyspark.sql.connect.functions as F
     from deltalake import write_deltalake
 
-    def partitions(snapshot: Any) -> int:
-        replayed = snapshot._reconstructed.replayed
+    from delta_connect_py.plans import replay
+
+    def partitions(replayed: Any) -> int:
         return replayed.select(F.spark_partition_id().alias("id")).distinct().count()
 
     root = tmp_path / "t"
@@ -322,13 +326,23 @@ def test_a_chain_of_updates_keeps_the_partitions_of_a_new_snapshot(
     table = DeltaTable.for_path(spark, str(root))
     snapshot = table.snapshot()
     snapshot.state  # noqa: B018 - its state on the server, for update() to build on
-    for number in range(1, 6):
-        write_deltalake(str(root), pa.table({"id": [number]}), mode="append")
-        snapshot = snapshot.update()
-        assert snapshot.state.num_of_files == number + 1
-    fresh = table.snapshot()
-    assert _state_view(snapshot) == _state_view(fresh)
-    assert partitions(snapshot) == partitions(fresh) == 1
+    first_replay = snapshot._reconstructed.replayed
+    with mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes):
+        for number in range(1, 4):
+            write_deltalake(str(root), pa.table({"id": [number]}), mode="append")
+            snapshot = snapshot.update()
+            assert snapshot.state.num_of_files == number + 1
+            assert _state_view(snapshot) == _state_view(table.snapshot())
+            state = snapshot._reconstructed
+            if max_update_bytes:
+                assert state.replayed is first_replay and state.updates is not None
+            else:
+                assert state.updates is None
+                assert (
+                    partitions(state.replayed)
+                    == partitions(table.snapshot()._reconstructed.replayed)
+                    == 1
+                )
 
 
 def _commit_with_txn_retention(days: int, txn_updated_ms: int | None = None) -> str:
