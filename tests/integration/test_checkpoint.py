@@ -262,6 +262,33 @@ def _hint_text(root: Path) -> str | None:
     return path.read_text() if path.exists() else None
 
 
+def test_checkpoint_of_an_updated_snapshot(spark: Any, tmp_path: Path) -> None:
+    """A snapshot built by update() (the commits since its first replay in a replay of their
+    own, superseding checkpoint and replayed rows) checkpoints the state a new snapshot has:
+    every reader loads it from the checkpoint alone."""
+    root = tmp_path / "t"
+    random_delta_rs_table(root, 2)
+    table = DeltaTable.for_path(spark, str(root))
+    table.create_checkpoint()
+    data = pa.table({"id": pa.array([7, 8], pa.int64()), "part": pa.array(["a", "b"])})
+    deltalake.write_deltalake(str(root), data, mode="append", partition_by=["part"])
+    snapshot = table.snapshot()
+    assert snapshot.state.num_of_files > 0
+    deltalake.write_deltalake(str(root), data, mode="append", partition_by=["part"])
+    snapshot = snapshot.update()
+    assert snapshot.state.num_of_files > 0
+    deltalake.DeltaTable(str(root)).delete("part = 'a'")
+    updated = snapshot.update()
+    assert updated._reconstructed.updates is not None
+    before = state_of(spark, root)
+    result = checkpoints.write_checkpoint(updated)
+    assert result.version == before["version"]
+    assert result.num_of_add_files == len(before["adds"])
+    drop_log_before(root, result.version, keep=(checkpoint_name(result.version),))
+    assert state_of(spark, root) == before
+    assert delta_rs_files(root) == (before["version"], sorted(p for p, _, _ in before["adds"]))
+
+
 def test_failed_write_leaves_nothing(
     spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
