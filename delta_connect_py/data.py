@@ -25,7 +25,9 @@ raises ``DELTA_FILE_NOT_FOUND_DETAILED`` naming it; no table row is ever collect
 
 from __future__ import annotations
 
+import functools
 import json
+import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -51,10 +53,13 @@ from delta_connect_py.protocol.deletion_vectors import (
     dv_location,
 )
 from delta_connect_py.protocol.file_filters import (
+    Conjunction,
+    Disjunction,
     Predicate,
     column_stats,
     parse_filter,
     partition_may_match,
+    predicates_of,
     stats_may_match,
 )
 from delta_connect_py.session import translate_server_error
@@ -194,7 +199,21 @@ def _type_name(field: StructField) -> str:
 
 
 def _file_may_match(
-    predicates: Sequence[Predicate],
+    filter: Disjunction,
+    partition_values: dict[str, str | None],
+    stats: dict[str, Any] | None,
+    fields: dict[str, StructField],
+    partition_columns: set[str],
+) -> bool:
+    """Whether a row of the file may pass some conjunction of ``filter``."""
+    return any(
+        _file_may_match_all(conjunction, partition_values, stats, fields, partition_columns)
+        for conjunction in filter
+    )
+
+
+def _file_may_match_all(
+    predicates: Conjunction,
     partition_values: dict[str, str | None],
     stats: dict[str, Any] | None,
     fields: dict[str, StructField],
@@ -239,7 +258,8 @@ def select_files(snapshot: Snapshot, filter: Any = None) -> list[DataFile]:
     Files are dropped by partition pruning (filters on partition columns) and data skipping
     (other columns, from ``stats``); see :mod:`delta_connect_py.protocol.file_filters`.
     """
-    predicates = parse_filter(filter)
+    disjunction = parse_filter(filter)
+    predicates = predicates_of(disjunction)
     _check_columns(snapshot, [p.column for p in predicates], "filter")
     partition_columns = set(snapshot.partition_columns)
     needs_stats = any(p.column not in partition_columns for p in predicates)
@@ -251,8 +271,8 @@ def select_files(snapshot: Snapshot, filter: Any = None) -> list[DataFile]:
     for row in collect(frame):
         partition_values = dict(row["partitionValues"] or {})
         stats = _parse_stats(row["stats"]) if needs_stats else None
-        if predicates and not _file_may_match(
-            predicates, partition_values, stats, fields, partition_columns
+        if disjunction and not _file_may_match(
+            disjunction, partition_values, stats, fields, partition_columns
         ):
             continue
         chosen.append(
@@ -397,17 +417,28 @@ def predicate_column(predicate: Predicate) -> Column:
     return conditions[op]
 
 
+def filter_column(filter: Disjunction) -> Column:
+    """The Spark condition of a non-empty filter: OR over its conjunctions' ANDs."""
+    conjunctions = [
+        functools.reduce(operator.and_, map(predicate_column, conjunction))
+        for conjunction in filter
+    ]
+    return functools.reduce(operator.or_, conjunctions)
+
+
 def snapshot_to_df(
     snapshot: Snapshot, columns: list[str] | None = None, filter: Any = None
 ) -> DataFrame:
     """The table's rows at ``snapshot`` (lazy, apart from the file listing and DV decoding).
 
     ``columns``: top-level column names to return (default: all, in schema order).
-    ``filter``: None, a ``(column, op, value)`` tuple or a list of them, ANDed; ``op`` is one of
-    ``=``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in``, ``not in`` (e.g.
-    ``[("year", "=", 2024), ("id", ">", 10)]``). Files are pruned with it, rows filtered by it.
+    ``filter``: None, a ``(column, op, value)`` tuple or a list of them, ANDed, or a list of
+    such lists, ORed (pyarrow's form); ``op`` is one of ``=``, ``!=``, ``<``, ``<=``, ``>``,
+    ``>=``, ``in``, ``not in`` (e.g. ``[("year", "=", 2024), ("id", ">", 10)]``, or
+    ``[[("year", "=", 2024)], [("id", "<", 0)]]``). Files are pruned with it, rows filtered by
+    it.
     """
-    predicates = parse_filter(filter)
+    disjunction = parse_filter(filter)
     if columns is not None:
         _check_columns(snapshot, columns, "columns")
     files = select_files(snapshot, filter)
@@ -418,8 +449,8 @@ def snapshot_to_df(
         data = _with_partition_values(snapshot, data, files)
         data = _without_deleted_rows(snapshot, data, files)
         frame = data.select(*_output_columns(snapshot))
-    for predicate in predicates:
-        frame = frame.where(predicate_column(predicate))
+    if disjunction:
+        frame = frame.where(filter_column(disjunction))
     if columns is not None:
         frame = frame.select(*[F.col(f"`{name}`") for name in columns])
     return frame

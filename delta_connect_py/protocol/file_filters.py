@@ -1,7 +1,8 @@
 """Row filters for table reads, and deciding from the log which data files can match them.
 
-Responsibility: the filter form ``Snapshot.to_df(filter=...)`` accepts (a conjunction of
-``(column, op, value)`` predicates on top-level columns, see :func:`parse_filter`), partition
+Responsibility: the filter form ``Snapshot.to_df(filter=...)`` accepts (``(column, op, value)``
+predicates on top-level columns, ANDed, or a disjunction of such conjunctions as pyarrow's
+``filters`` take it; see :func:`parse_filter`), partition
 value parsing per Delta's serialization (PROTOCOL.md "Partition Value Serialization"), and
 per-file decisions: :func:`partition_may_match` (partition pruning) and :func:`stats_may_match`
 (data skipping on ``stats`` min/max/nullCount).
@@ -49,8 +50,14 @@ class Predicate:
         return tuple(self.value) if self.op in MEMBERSHIP else (self.value,)
 
 
-def parse_filter(filter: Any) -> tuple[Predicate, ...]:
-    """Validate a filter: None, one ``(column, op, value)`` tuple, or a list of them (AND).
+#: A filter in disjunctive normal form: rows pass when every predicate of some conjunction holds.
+Conjunction = tuple[Predicate, ...]
+Disjunction = tuple[Conjunction, ...]
+
+
+def parse_filter(filter: Any) -> Disjunction:
+    """Validate a filter: None, one ``(column, op, value)`` tuple, a list of them (AND), or a
+    list of such lists (OR of the ANDs; pyarrow's disjunctive normal form). No filter is ``()``.
 
     ``op`` is ``=``/``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in`` or ``not in``; values are
     Python literals (``in``/``not in`` take a non-empty list); None is not a value.
@@ -58,7 +65,29 @@ def parse_filter(filter: Any) -> tuple[Predicate, ...]:
     if filter is None:
         return ()
     items = [filter] if isinstance(filter, tuple) else list(filter)
-    return tuple(_predicate(item) for item in items)
+    if not any(_is_conjunction(item) for item in items):
+        return (tuple(_predicate(item) for item in items),) if items else ()
+    return tuple(_conjunction(item) for item in items)
+
+
+def _is_conjunction(item: Any) -> bool:
+    """Whether a filter's item is a list of predicates rather than one predicate (whose first
+    element is a column name)."""
+    return isinstance(item, list) and bool(item) and isinstance(item[0], (tuple, list))
+
+
+def _conjunction(item: Any) -> Conjunction:
+    if not _is_conjunction(item):
+        raise ValueError(
+            "a filter is a list of (column, op, value) predicates or a list of non-empty lists "
+            f"of them, not both: got {item!r} beside lists of predicates"
+        )
+    return tuple(_predicate(predicate) for predicate in item)
+
+
+def predicates_of(filter: Disjunction) -> list[Predicate]:
+    """Every predicate of the filter, in order."""
+    return [predicate for conjunction in filter for predicate in conjunction]
 
 
 def _predicate(item: Any) -> Predicate:

@@ -296,6 +296,22 @@ def test_data_skipping_reads_fewer_files(spark: Any, skipping_table: Path) -> No
     assert len(select_files(snapshot, [("name", "=", "n301")])) == 2
 
 
+def test_an_or_of_filters_reads_the_files_of_either(spark: Any, skipping_table: Path) -> None:
+    snapshot = DeltaTable.for_path(spark, str(skipping_table)).snapshot()
+
+    def paths(filter: Any) -> set[str]:
+        return {data_file.path for data_file in select_files(snapshot, filter)}
+
+    in_part = [("part", "=", 2)]
+    in_range = [("id", ">=", 120), ("id", "<", 140)]
+    either = paths([in_part, in_range])
+    assert either == paths(in_part) | paths(in_range) and len(either) < 8
+    everything = snapshot.to_df(columns=["id", "part"]).collect()
+    expected = sorted(r["id"] for r in everything if r["part"] == 2 or 120 <= r["id"] < 140)
+    rows = snapshot.to_df(columns=["id"], filter=[in_part, in_range]).collect()
+    assert sorted(r["id"] for r in rows) == expected and len(expected) > 100
+
+
 _FILTERS = st.lists(
     st.one_of(
         st.tuples(
@@ -334,12 +350,15 @@ def test_pruning_never_changes_the_result(spark: Any, skipping_table: Path) -> N
         "not in": lambda a, b: a not in b,
     }
 
-    @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck))
-    @given(_FILTERS)
-    def check(filter: list[tuple[str, str, Any]]) -> None:
-        expected = sorted(
-            r["id"] for r in everything if all(ops[op](r[c], v) for c, op, v in filter)
-        )
+    def passes(row: dict[str, Any], conjunction: list[tuple[str, str, Any]]) -> bool:
+        return all(ops[op](row[c], v) for c, op, v in conjunction)
+
+    @settings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_FILTERS | st.lists(_FILTERS, min_size=2, max_size=3))
+    def check(filter: Any) -> None:
+        """A list of predicates (AND), or a list of such lists (OR of the ANDs)."""
+        disjunction = filter if isinstance(filter[0], list) else [filter]
+        expected = sorted(r["id"] for r in everything if any(passes(r, c) for c in disjunction))
         got = sorted(
             r["id"] for r in to_arrow(snapshot.to_df(columns=["id"], filter=filter)).to_pylist()
         )

@@ -18,13 +18,31 @@ from delta_connect_py.protocol.file_filters import (
 
 
 def test_parse_filter_forms() -> None:
-    assert parse_filter(None) == ()
-    assert parse_filter(("a", "==", 1)) == (Predicate("a", "=", 1),)
-    assert parse_filter([("a", "IN", [1, 2])]) == (Predicate("a", "in", (1, 2)),)
+    assert parse_filter(None) == parse_filter([]) == ()
+    assert parse_filter(("a", "==", 1)) == ((Predicate("a", "=", 1),),)
+    assert parse_filter([("a", "IN", [1, 2])]) == ((Predicate("a", "in", (1, 2)),),)
+    # A predicate may be a list too; its first element is the column name.
+    assert parse_filter([["a", "in", [1, 2]], ("b", "<", 3)]) == (
+        (Predicate("a", "in", (1, 2)), Predicate("b", "<", 3)),
+    )
     bad: tuple[object, ...]
     for bad in [("a", "~", 1), ("a", "=", None), ("a", "in", []), ("a", "in", "xy"), ("a", 1)]:
         with pytest.raises(ValueError):
             parse_filter([bad])
+        with pytest.raises(ValueError):
+            parse_filter([[("b", "=", 1)], [bad]])
+
+
+def test_parse_filter_disjunctive_normal_form() -> None:
+    """A list of lists of predicates is an OR of ANDs, as pyarrow's ``filters``."""
+    assert parse_filter([[("a", "=", 1), ("b", ">", 2)], [("c", "!=", "x")]]) == (
+        (Predicate("a", "=", 1), Predicate("b", ">", 2)),
+        (Predicate("c", "!=", "x"),),
+    )
+    # Predicates beside lists of predicates, or an empty conjunction, are ambiguous.
+    for bad in [[[("a", "=", 1)], ("b", "=", 2)], [[("a", "=", 1)], []]]:
+        with pytest.raises(ValueError, match="not both"):
+            parse_filter(bad)
 
 
 def test_partition_values_parse_exactly_or_not_at_all() -> None:
