@@ -53,7 +53,6 @@ from delta_connect_py.protocol.deletion_vectors import (
     dv_location,
 )
 from delta_connect_py.protocol.file_filters import (
-    Conjunction,
     Disjunction,
     Predicate,
     column_stats,
@@ -205,32 +204,19 @@ def _file_may_match(
     fields: dict[str, StructField],
     partition_columns: set[str],
 ) -> bool:
-    """Whether a row of the file may pass some conjunction of ``filter``."""
-    return any(
-        _file_may_match_all(conjunction, partition_values, stats, fields, partition_columns)
-        for conjunction in filter
-    )
+    """Whether a row of the file may pass every predicate of some conjunction of ``filter``."""
 
-
-def _file_may_match_all(
-    predicates: Conjunction,
-    partition_values: dict[str, str | None],
-    stats: dict[str, Any] | None,
-    fields: dict[str, StructField],
-    partition_columns: set[str],
-) -> bool:
-    for predicate in predicates:
+    def may_match(predicate: Predicate) -> bool:
         field = fields[predicate.column]
         type_name = _type_name(field)
         if predicate.column in partition_columns:
             raw = partition_values.get(physical_name(field))
-            if not partition_may_match(predicate, raw, type_name):
-                return False
-        elif stats is not None and not stats_may_match(
-            predicate, column_stats(stats, physical_name(field)), type_name
-        ):
-            return False
-    return True
+            return partition_may_match(predicate, raw, type_name)
+        if stats is None:
+            return True
+        return stats_may_match(predicate, column_stats(stats, physical_name(field)), type_name)
+
+    return any(all(map(may_match, conjunction)) for conjunction in filter)
 
 
 def _check_columns(snapshot: Snapshot, names: Sequence[str], what: str) -> None:
