@@ -127,10 +127,13 @@ def test_a_chain_of_updates_equals_the_reference(
 ) -> None:
     """update() after one to three commits at a time, from a snapshot with or without a
     checkpoint under it, with the updates' replay kept beside the first or folded into it each
-    time, rows or state queried first: every state equals the reference replay's."""
+    time, rows or state queried first, and a newer checkpoint appearing on the way (then a new
+    snapshot is loaded from it, and later updates build on that): every state equals the
+    reference replay's."""
     last = len(commits) - 1
     first = data.draw(st.integers(0, last - 1), label="first version")
     checkpoint = data.draw(st.none() | st.integers(0, first), label="checkpoint version")
+    newer = data.draw(st.none() | st.integers(first + 1, last), label="newer checkpoint version")
     max_update_bytes = data.draw(st.sampled_from([0, 1 << 20]), label="MAX_UPDATE_BYTES")
     with (
         tempfile.TemporaryDirectory() as tmp,
@@ -153,8 +156,13 @@ def test_a_chain_of_updates_equals_the_reference(
                 break
             version = min(last, version + data.draw(st.integers(1, 3), label="new commits"))
             write_log(Path(tmp), commits[: version + 1])
+            loads_newer = newer is not None and newer <= version
+            if loads_newer:
+                _write_reference_checkpoint(Path(tmp), snapshot, commits, newer)
+                newer = None
             snapshot = snapshot.update()
-            assert snapshot.previous is not None  # built on the earlier state, not anew
+            # Built on the earlier state, unless a newer checkpoint is there to load.
+            assert (snapshot.previous is None) == loads_newer
 
 
 def _write_reference_checkpoint(
