@@ -249,7 +249,7 @@ def test_update_matches_checkpoint_rows_by_file_key(spark: Any, escaped_first: b
 
         updated = before.update()
         assert updated.previous is before
-        # A key that is not plain stays in the earlier layer; the new keys are unknown.
+        # A key that is not plain stays in the first replay; the new keys are unknown.
         assert updated._reconstructed.plain_keys is (False if escaped_first else None)
         # The rows first this time: unknown keys are checked by a job of their own.
         assert _ours(updated) == _reference(commits, updated) == _ours(table.snapshot())
