@@ -6,10 +6,12 @@ checkpoint plus ``_last_checkpoint``: classic ``<v>.checkpoint.parquet``, multi-
 ``v2Checkpoint`` whose ``delta.checkpointPolicy`` is not ``v2``), or a UUID-named V2 checkpoint
 ``<v>.checkpoint.<uuid>.json`` whose file actions live in ``_delta_log/_sidecars/*.parquet``
 (``delta.checkpointPolicy=v2``). :func:`cleanup_metadata` deletes expired log files with
-delta-spark's semantics (decisions in ``protocol.cleanup``). Both run as Spark jobs: Spark's
-DataFrameWriter writes the parquet into a staging folder inside ``_delta_log`` and a Python
-worker (``worker.checkpoint_files``) checks the add count, renames the parts (or sidecars) to
-their final names, writes the V2 top-level file and the hint and removes the staging.
+delta-spark's semantics (decisions in ``protocol.cleanup``), after copying a UUID-named latest
+checkpoint to a classic name as delta-spark does (:func:`write_compat_checkpoint`). Both run
+as Spark jobs: Spark's DataFrameWriter writes the parquet into a staging folder inside
+``_delta_log`` and a Python worker (``worker.checkpoint_files``) checks the add count, renames
+the parts (or sidecars) to their final names, writes the V2 top-level file and the hint and
+removes the staging.
 
 Invariants: the checkpoint holds exactly the snapshot's state (protocol, metaData, txn,
 domainMetadata, live adds with ``dataChange=false``, unexpired removes without ``stats`` and
@@ -25,7 +27,9 @@ failure removes the staging folder, and a folder left by a killed server is igno
 reader and removed once stale (see ``worker.checkpoint_files``). A multi-part request on a
 table supporting ``v2Checkpoint`` with the classic policy raises ``DELTA_CHECKPOINT_UNSUPPORTED``
 (PROTOCOL.md forbids multi-part V2); with the v2 policy ``part_size`` sets the sidecar count
-(default: 50,000 actions per sidecar, as delta-spark).
+(default: 50,000 actions per sidecar, as delta-spark). A cleanup's compatibility copy holds
+exactly the rows of the UUID-named top-level file it copies, is published (by the same rename)
+before any file is deleted, and a failure to write it deletes nothing.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ from delta_connect_py.errors import (
     MissingDeltaTableError,
 )
 from delta_connect_py.plans.file_keys import action_path, is_file_action
+from delta_connect_py.plans.loading import read_checkpoint_files
 from delta_connect_py.plans.replay import PARSED_STATS_COLUMN
 from delta_connect_py.plans.spark import (
     all_nullable,
@@ -59,7 +64,14 @@ from delta_connect_py.plans.spark import (
     spark_schema,
 )
 from delta_connect_py.protocol import properties as props
-from delta_connect_py.protocol.cleanup import CleanupPlan, cutoff_timestamp, plan_cleanup
+from delta_connect_py.protocol.actions import Protocol
+from delta_connect_py.protocol.cleanup import (
+    CleanupPlan,
+    cutoff_timestamp,
+    needs_compat_checkpoint,
+    plan_cleanup,
+)
+from delta_connect_py.protocol.segment import CheckpointChoice
 from delta_connect_py.session import translate_server_error
 from delta_connect_py.snapshot import now_ms
 from delta_connect_py.worker.checkpoint_files import (
@@ -146,9 +158,13 @@ def num_parts_for(num_actions: int, part_size: int | None) -> int:
     return max(1, math.ceil(num_actions / part_size))
 
 
-def _features(snapshot: Snapshot) -> set[str]:
-    protocol = snapshot.protocol
+def protocol_features(protocol: Protocol) -> set[str]:
+    """The reader and writer features ``protocol`` lists."""
     return set(protocol.reader_features or ()) | set(protocol.writer_features or ())
+
+
+def _features(snapshot: Snapshot) -> set[str]:
+    return protocol_features(snapshot.protocol)
 
 
 def supports_v2_checkpoints(snapshot: Snapshot) -> bool:
@@ -292,32 +308,40 @@ def non_file_actions(snapshot: Snapshot) -> tuple[str, ...]:
     return tuple(json.dumps(action, separators=(",", ":")) for action in actions)
 
 
-def _write_staging(snapshot: Snapshot, frame: DataFrame, staging: str) -> None:
+def _write_staging(spark: SparkSession, frame: DataFrame, staging: str) -> None:
     try:
-        with session_conf(snapshot.spark, WRITE_CONF):
+        with session_conf(spark, WRITE_CONF):
             frame.write.options(**WRITE_OPTIONS).mode("error").parquet(staging)
     except Exception as exc:
-        _discard(snapshot, staging)
+        _discard(spark, staging)
         translated = translate_server_error(exc)
         if translated is exc:
             raise
         raise translated from exc
 
 
-def _discard(snapshot: Snapshot, staging: str) -> None:
+def _discard(spark: SparkSession, staging: str) -> None:
     """Best effort: a failed write's staging folder must not linger."""
     try:
         job = map_in_arrow(
-            _one_task(snapshot.spark),
-            partial(discard_staging, staging),
-            spark_schema(DELETED_SCHEMA),
+            _one_task(spark), partial(discard_staging, staging), spark_schema(DELETED_SCHEMA)
         )
         collect(job)
     except Exception:  # the original failure matters more; cleanup_metadata can retry later
         pass
 
 
-def _publish_request(snapshot: Snapshot, staging: str, layout: Layout, schema: str | None) -> Any:
+def _publish(spark: SparkSession, request: PublishRequest) -> list[Any]:
+    """Run ``publish_checkpoint`` on the server; its rows, the top-level file first."""
+    job = map_in_arrow(
+        _one_task(spark), partial(publish_checkpoint, request), spark_schema(PUBLISHED_SCHEMA)
+    )
+    return collect(job)
+
+
+def _publish_request(
+    snapshot: Snapshot, staging: str, layout: Layout, schema: str | None
+) -> PublishRequest:
     return PublishRequest(
         table_root=snapshot.table.table_root,
         log_dir=snapshot.table.log_dir,
@@ -346,13 +370,8 @@ def write_checkpoint(
     frame = checkpoint_frame(snapshot, layout)
     staging = f"{snapshot.table.log_dir}/{STAGING_PREFIX}{uuid.uuid4().hex}"
     request = _publish_request(snapshot, staging, layout, checkpoint_schema_json(frame))
-    _write_staging(snapshot, frame, staging)
-    job = map_in_arrow(
-        _one_task(snapshot.spark),
-        partial(publish_checkpoint, request),
-        spark_schema(PUBLISHED_SCHEMA),
-    )
-    rows = collect(job)
+    _write_staging(snapshot.spark, frame, staging)
+    rows = _publish(snapshot.spark, request)
     return CheckpointResult(
         version=snapshot.version,
         parts=1 if layout.sidecars else layout.num_parts,
@@ -384,13 +403,26 @@ def create_checkpoint(
         snapshot.unpersist()
 
 
-def plan_table_cleanup(table: DeltaTable, now: int | None = None) -> tuple[CleanupPlan, int]:
-    """The cleanup plan for ``table`` now, and the retention cutoff it used (ms)."""
+@dataclass(frozen=True)
+class TableCleanup:
+    """What :func:`cleanup_metadata` does to a table now."""
+
+    plan: CleanupPlan
+    #: The retention cutoff the plan used (ms).
+    cutoff_ms: int
+    #: The UUID-named checkpoint to copy to a classic name before deleting anything; None
+    #: when no copy is needed (``protocol.cleanup.needs_compat_checkpoint``) or nothing is
+    #: deleted.
+    compat_source: CheckpointChoice | None
+
+
+def plan_table_cleanup(table: DeltaTable, now: int | None = None) -> TableCleanup:
+    """What a cleanup of ``table`` at ``now`` (default: the clock) deletes and writes."""
     listing = table.list_log()
     if not listing.files:
         raise MissingDeltaTableError(path=table.table_root, log_path=table.log_dir)
-    latest = table.log_segment(None, listing)
-    configuration = table.loaded_segment(latest, listing)[1].metadata.configuration
+    latest, pm = table.loaded_segment(table.log_segment(None, listing), listing)
+    configuration = pm.metadata.configuration
     now = now_ms() if now is None else now
     plan = plan_cleanup(
         listing.files,
@@ -398,7 +430,49 @@ def plan_table_cleanup(table: DeltaTable, now: int | None = None) -> tuple[Clean
         configuration=configuration,
         now_ms=now,
     )
-    return plan, cutoff_timestamp(now, configuration)
+    v2 = V2_CHECKPOINT_FEATURE in protocol_features(pm.protocol)
+    compat = bool(plan.delete) and needs_compat_checkpoint(latest.checkpoint, listing.files, v2)
+    return TableCleanup(
+        plan, cutoff_timestamp(now, configuration), latest.checkpoint if compat else None
+    )
+
+
+#: The action columns a checkpoint may hold (a V2 top-level file read as JSON also has the
+#: commit-only ``cdc`` and ``commitInfo`` columns, always null there).
+CHECKPOINT_ACTION_COLUMNS = (
+    "txn",
+    "add",
+    "remove",
+    "metaData",
+    "protocol",
+    "domainMetadata",
+    "checkpointMetadata",
+    "sidecar",
+)
+
+
+def write_compat_checkpoint(table: DeltaTable, source: CheckpointChoice) -> str:
+    """Copy the UUID-named checkpoint ``source``'s top-level actions to the classic-named
+    ``<v>.checkpoint.parquet`` (its sidecars are referenced, not copied), as delta-spark's
+    cleanup does; the copy's path. ``_last_checkpoint`` is left as it is.
+    """
+    frame = read_checkpoint_files(table.spark, source.files)
+    columns = [name for name in frame.columns if name in CHECKPOINT_ACTION_COLUMNS]
+    staging = f"{table.log_dir}/{STAGING_PREFIX}{uuid.uuid4().hex}"
+    _write_staging(table.spark, frame.select(*columns).coalesce(1), staging)
+    request = PublishRequest(
+        table_root=table.table_root,
+        log_dir=table.log_dir,
+        staging_dir=staging,
+        version=source.version,
+        num_parts=1,
+        multi_part=False,
+        expected_adds=None,
+        checkpoint_schema=None,
+        write_hint=False,
+        now_ms=now_ms(),
+    )
+    return str(_publish(table.spark, request)[0]["path"])
 
 
 def cleanup_metadata(
@@ -407,17 +481,23 @@ def cleanup_metadata(
     """Delete (``dry_run``: only list) expired log files, garbage sidecars and stale staging
     folders (left by checkpoint writers that died); their paths.
 
-    ``now`` (ms since the epoch) replaces the clock, for tests. The delete job runs even when
-    no log file has expired, so that stale staging folders are always swept.
+    Before deleting anything from a table whose latest checkpoint is UUID-named, the
+    compatibility checkpoint delta-spark writes is written (``TableCleanup.compat_source``);
+    a dry run writes nothing. ``now`` (ms since the epoch) replaces the clock, for tests. The
+    delete job runs even when no log file has expired, so that stale staging folders are
+    always swept.
     """
     now = now_ms() if now is None else now
-    plan, cutoff = plan_table_cleanup(table, now)
+    cleanup = plan_table_cleanup(table, now)
+    plan = cleanup.plan
+    if cleanup.compat_source is not None and not dry_run:
+        write_compat_checkpoint(table, cleanup.compat_source)
     request = DeleteRequest(
         log_dir=table.log_dir,
         paths=tuple(file.path for file in plan.delete),
         retained_checkpoints=tuple(file.path for file in plan.retained_checkpoints),
         sweep_sidecars=plan.deletes_checkpoint,
-        cutoff_ms=cutoff,
+        cutoff_ms=cleanup.cutoff_ms,
         dry_run=dry_run,
         stale_staging_before_ms=now - STALE_STAGING_MS,
     )

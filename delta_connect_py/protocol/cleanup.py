@@ -196,6 +196,28 @@ def plan_cleanup(
     )
 
 
+def needs_compat_checkpoint(
+    checkpoint: CheckpointChoice | None, files: Iterable[LogFile], supports_v2_checkpoints: bool
+) -> bool:
+    """Whether a cleanup that deletes files must first copy ``checkpoint`` (the latest
+    snapshot's) to a classic name, as delta-spark's ``createSinglePartCheckpointForBackwardCompat``
+    does: on a table supporting ``v2Checkpoint`` whose checkpoint is UUID-named, when no complete
+    classic or multi-part checkpoint of that version is in ``files``.
+
+    A reader that knows no V2 checkpoints ignores UUID-named files; the classic-named copy lets
+    it find the protocol (and fail on the ``v2Checkpoint`` feature) once the commits it would
+    otherwise replay are deleted.
+    """
+    if not supports_v2_checkpoints or checkpoint is None:
+        return False
+    if checkpoint.kind is not LogFileKind.UUID_CHECKPOINT:
+        return False
+    return not any(
+        choice.version == checkpoint.version and choice.kind is not LogFileKind.UUID_CHECKPOINT
+        for choice in complete_checkpoints(files)
+    )
+
+
 @dataclass(frozen=True)
 class SidecarFile:
     """A file in ``_delta_log/_sidecars``: its name (relative to that folder) and mtime."""

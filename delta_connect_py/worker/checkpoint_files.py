@@ -4,7 +4,8 @@ Responsibility: the mapInArrow bodies that touch ``_delta_log`` directly:
 :func:`publish_checkpoint` turns the parquet files Spark's writer left in a staging folder into
 a checkpoint under Delta's exact names (classic, multi-part, or a UUID-named V2 checkpoint: the
 staged files become ``_sidecars/`` files and a top-level JSON file lists them with the non-file
-actions) and then writes ``_last_checkpoint``; :func:`delete_log_files` deletes (or, dry run,
+actions) and then writes ``_last_checkpoint`` (not for a cleanup's compatibility copy of an
+existing checkpoint); :func:`delete_log_files` deletes (or, dry run,
 only lists) expired log files, garbage sidecars and stale staging folders;
 :func:`discard_staging` removes a staging folder after a failed write.
 
@@ -78,7 +79,9 @@ class PublishRequest:
     version: int
     num_parts: int
     multi_part: bool
-    expected_adds: int
+    #: The snapshot's ``numOfFiles`` the staged add rows must equal; None: not checked (a
+    #: compatibility copy of an existing checkpoint).
+    expected_adds: int | None
     checkpoint_schema: str | None
     #: UUID-named V2 checkpoint: staged parts become sidecars of a top-level JSON file.
     sidecars: bool = False
@@ -88,6 +91,8 @@ class PublishRequest:
     non_file_actions: tuple[str, ...] = ()
     #: The client's clock (ms): stale staging folders are judged against it.
     now_ms: int = 0
+    #: Write ``_last_checkpoint`` after the parts (not for a compatibility copy).
+    write_hint: bool = True
     #: Test hook: fail after renaming this many parts (simulates a crash mid-publish).
     fail_after_parts: int | None = None
 
@@ -173,7 +178,7 @@ def _stage(fs: pa.fs.FileSystem, staging: str, request: PublishRequest) -> list[
         rows, adds = (0, 0) if path is None else _count(fs, path)
         staged.append(_Staged(path, rows, adds))
     adds = sum(s.adds for s in staged)
-    if adds != request.expected_adds:
+    if request.expected_adds is not None and adds != request.expected_adds:
         raise WorkerFailure(
             CheckpointSnapshotMismatchError(
                 version=request.version,
@@ -290,9 +295,11 @@ def _publish_classic(
     _rename_all(fs, list(zip(sources, finals, strict=True)), request)
     sizes = [info.size for info in fs.get_file_info(finals)]
     rows, adds = [s.rows for s in staged], [s.adds for s in staged]
+    uris = [_join(request.log_dir, name) for name in _final_names(request)]
+    if not request.write_hint:
+        return _Published(uris, rows, adds, sizes, None)
     text = _hint_text(request, sum(rows), sum(adds), sum(sizes))
     written = write_last_checkpoint(fs, log_dir, text, request.version)
-    uris = [_join(request.log_dir, name) for name in _final_names(request)]
     return _Published(uris, rows, adds, sizes, text if written else None)
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import random
+import shutil
 import signal
 import sys
 import threading
@@ -182,11 +183,25 @@ def _json_actions(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _without_nulls(value: Any) -> Any:
+    """JSON-like ``value`` with null fields left out (a parquet row has every field)."""
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _canonical_actions(actions: list[dict[str, Any]]) -> list[str]:
+    return sorted(json.dumps(_without_nulls(a), sort_keys=True) for a in actions)
+
+
 def test_v2_policy_table_gets_uuid_named_checkpoint_with_sidecars(
-    spark: Any, conformance_table: Any
+    spark: Any, conformance_table: Any, tmp_path: Path
 ) -> None:
     """delta.checkpointPolicy=v2: a UUID-named top-level JSON file and parquet sidecars that
-    every reader loads alone; cleanup keeps the sidecars a retained checkpoint references."""
+    every reader loads alone; cleanup keeps the sidecars a retained checkpoint references, and
+    first copies the latest checkpoint to a classic name, as delta-spark does."""
     root = conformance_table(V2_TABLE)
     result = checkpoint_and_verify(spark, root, 1)  # one action per sidecar: several sidecars
     log = root / "_delta_log"
@@ -209,7 +224,11 @@ def test_v2_policy_table_gets_uuid_named_checkpoint_with_sidecars(
     (log / commit_name(3)).write_text(json.dumps(commit) + "\n")
     rows_before = kernel_rows(root)
     second = DeltaTable.for_path(spark, str(root)).create_checkpoint()
+    second_top = second.paths[0].rsplit("/", 1)[1]
     kept = {path.rsplit("/", 1)[1] for path in second.paths[1:]}
+    compat = log / checkpoint_name(3)
+    assert DeltaTable.for_path(spark, str(root)).cleanup_metadata() == []
+    assert not compat.exists()  # nothing deleted: no compatibility checkpoint either
     stray = log / "_sidecars" / "stray.parquet"
     pq.write_table(pa.table({"add": pa.array([None], pa.struct([("path", pa.string())]))}), stray)
     old = time.time() - 60 * DAY_S
@@ -219,15 +238,32 @@ def test_v2_policy_table_gets_uuid_named_checkpoint_with_sidecars(
             os.utime(path, (old + parsed.version, old + parsed.version))
     for path in (log / "_sidecars").iterdir():
         os.utime(path, (old, old))
-    deleted = {
-        path.rsplit("/", 1)[1] for path in DeltaTable.for_path(spark, str(root)).cleanup_metadata()
-    }
+    hint = (log / "_last_checkpoint").read_text()
+    table = DeltaTable.for_path(spark, str(root))
+    to_delete = {path.rsplit("/", 1)[1] for path in table.cleanup_metadata(dry_run=True)}
+    assert top in to_delete and not compat.exists()  # a dry run writes nothing
+    deleted = {path.rsplit("/", 1)[1] for path in table.cleanup_metadata()}
+    assert deleted == to_delete
+    # The compatibility checkpoint: the top-level file's actions, sidecars referenced as they
+    # are; the hint still names the UUID-named checkpoint.
+    assert _canonical_actions(
+        pq.read_table(compat).to_pylist(maps_as_pydicts="strict")
+    ) == _canonical_actions(_json_actions(log / second_top))
+    assert (log / "_last_checkpoint").read_text() == hint
     assert top in deleted and stray.name in deleted
     assert {path.rsplit("/", 1)[1] for path in sidecars} <= deleted
     assert set(os.listdir(log / "_sidecars")) == kept
     assert kernel_rows(root) == rows_before
     assert delta_rs_files(root)[0] == 3
-    assert state_of(spark, root)["version"] == 3
+    state = state_of(spark, root)
+    assert state["version"] == 3
+    # Every reader loads version 3 from the compatibility checkpoint alone.
+    only_compat = tmp_path / "only-compat"
+    shutil.copytree(root, only_compat)
+    (only_compat / "_delta_log" / second_top).unlink()
+    assert state_of(spark, only_compat) == state
+    assert delta_rs_files(only_compat) == delta_rs_files(root)
+    assert kernel_rows(only_compat) == rows_before
 
 
 def random_delta_rs_table(root: Path, seed: int) -> None:

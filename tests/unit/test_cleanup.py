@@ -13,6 +13,7 @@ from delta_connect_py.protocol.cleanup import (
     cutoff_timestamp,
     find_boundary,
     monotonized_times,
+    needs_compat_checkpoint,
     plan_cleanup,
     truncate_to_utc_midnight,
     unreferenced_sidecars,
@@ -26,6 +27,7 @@ from delta_connect_py.protocol.filenames import (
     compaction_name,
     multipart_checkpoint_name,
     parse_log_file,
+    uuid_checkpoint_name,
 )
 from delta_connect_py.protocol.last_checkpoint import LastCheckpoint
 from delta_connect_py.protocol.segment import build_log_segment, complete_checkpoints
@@ -145,6 +147,33 @@ def test_unreferenced_sidecars() -> None:
     sidecars = [SidecarFile("a.parquet", 1), SidecarFile("b.parquet", 1), SidecarFile("c", CUTOFF)]
     garbage = unreferenced_sidecars(sidecars, ["a.parquet"], CUTOFF)
     assert [s.name for s in garbage] == ["b.parquet"]
+
+
+def test_compat_checkpoint_only_for_a_uuid_named_checkpoint_without_classic_sibling() -> None:
+    uuid_file = log_file(uuid_checkpoint_name(5, "a1b2", "json"), 1)
+    commits = [log_file(commit_name(v), 1) for v in range(6)]
+    segment = build_log_segment("file:/t", "file:/t/_delta_log", [*commits, uuid_file])
+    uuid_choice = segment.checkpoint
+    assert uuid_choice is not None
+    assert needs_compat_checkpoint(uuid_choice, [*commits, uuid_file], True)
+    # Not on a table without v2Checkpoint, nor without a checkpoint, nor for a classic one.
+    assert not needs_compat_checkpoint(uuid_choice, [*commits, uuid_file], False)
+    assert not needs_compat_checkpoint(None, commits, True)
+    classic = log_file(checkpoint_name(5), 1)
+    classic_choice = build_log_segment("file:/t", "file:/t/_delta_log", [*commits, classic])
+    assert not needs_compat_checkpoint(classic_choice.checkpoint, [*commits, classic], True)
+    # A complete classic or multi-part sibling of the same version makes it unneeded; an
+    # incomplete multi-part set, a zero-byte file or another version's classic one does not.
+    parts = [log_file(multipart_checkpoint_name(5, p, 2), 1) for p in (1, 2)]
+    for sibling, needed in [
+        ([classic], False),
+        (parts, False),
+        (parts[:1], True),
+        ([log_file(checkpoint_name(5), 1, size=0)], True),
+        ([log_file(checkpoint_name(4), 1)], True),
+    ]:
+        files = [*commits, uuid_file, *sibling]
+        assert needs_compat_checkpoint(uuid_choice, files, True) is needed, sibling
 
 
 @st.composite

@@ -496,3 +496,37 @@ def test_delta_spark_time_travel_after_our_cleanup(
     history = delta_spark.sql(f"DESCRIBE HISTORY delta.`{copy}`").select("version").collect()
     ours_history = dt.history().select("version").collect()
     assert [r[0] for r in ours_history] == [r[0] for r in history] == [4, 3, 2]
+
+
+def test_delta_spark_reads_the_compat_checkpoint_of_our_cleanup(
+    spark: Any,
+    delta_spark: Any,
+    scanned: Any,
+    oracle_tables: OracleTables,
+    tmp_path: Path,
+) -> None:
+    """Our cleanup of ``v2_checkpoint`` (its log aged past retention) first copies
+    delta-spark's UUID-named checkpoint to a classic name, as delta-spark's cleanup does; that
+    copy is a checkpoint delta-spark loads the table from alone (the UUID-named file and the
+    hint naming it removed), with the original's files."""
+    table = oracle_tables.v2_checkpoint
+    copy = copy_table(table.path, tmp_path / "v2 compat copy")
+    log = copy / "_delta_log"
+    old = float(int(time.time() - 40 * DAY_SECONDS))
+    for name in os.listdir(log):
+        if re.match(r"^\.?\d{20}\.", name):
+            os.utime(log / name, (old, old))
+    deleted = DeltaTable.for_path(spark, str(copy)).cleanup_metadata()
+    assert {int(re.findall(r"(\d{20})", d)[-1]) for d in deleted} == set(range(table.latest))
+    uuid_named = [
+        n for n in os.listdir(log) if re.fullmatch(r"\d{20}\.checkpoint\.[-\w]+\.json", n)
+    ]
+    assert [int(n[:20]) for n in uuid_named] == [table.latest]
+    compat = log / f"{table.latest:020d}.checkpoint.parquet"
+    assert compat.exists()
+
+    (log / uuid_named[0]).unlink()
+    (log / "_last_checkpoint").unlink()
+    expected = relocate(scanned(table.path, table.latest), table.path, copy)
+    assert oracle_scanned_files(delta_spark, copy) == expected
+    assert our_files(ours(spark, copy)) == expected
