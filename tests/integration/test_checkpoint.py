@@ -9,6 +9,7 @@ import dataclasses
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -264,6 +265,57 @@ def test_v2_policy_table_gets_uuid_named_checkpoint_with_sidecars(
     assert state_of(spark, only_compat) == state
     assert delta_rs_files(only_compat) == delta_rs_files(root)
     assert kernel_rows(only_compat) == rows_before
+
+
+def _top_level_actions(path: Path) -> list[dict[str, Any]]:
+    """A checkpoint file's actions (JSON lines, or parquet rows without their null columns)."""
+    if path.suffix == ".json":
+        return _json_actions(path)
+    return pq.read_table(path).to_pylist(maps_as_pydicts="strict")
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "golden/v2-checkpoint-parquet/delta",
+        "kernel/v2-checkpoints-parquet-with-sidecars/delta",
+        "delta-rs/checkpoint-v2-table/delta",
+    ],
+)
+def test_cleanup_copies_a_uuid_named_checkpoint_every_reader_loads(
+    spark: Any, conformance_table: Any, tmp_path: Path, relative: str
+) -> None:
+    """A cleanup of an aged V2 table (UUID-named parquet or JSON checkpoint, with or without
+    sidecars) writes the classic-named copy of its latest checkpoint, holding the same actions;
+    with the UUID-named file and the hint gone, every reader loads the table from the copy."""
+    root = conformance_table(relative)
+    before = (state_of(spark, root), delta_rs_files(root), kernel_rows(root))
+    log = root / "_delta_log"
+    old = time.time() - 60 * DAY_S
+    for path in sorted(log.iterdir()):
+        parsed = parse_log_file(path.name, 1, 0)
+        if parsed is not None:
+            os.utime(path, (old + parsed.version, old + parsed.version))
+    version = max(  # the latest checkpoint's
+        parsed.version
+        for parsed in (parse_log_file(path.name, 1, 0) for path in log.iterdir())
+        if parsed is not None and parsed.kind is LogFileKind.UUID_CHECKPOINT
+    )
+    assert DeltaTable.for_path(spark, str(root)).cleanup_metadata()
+    tops = [
+        p
+        for p in log.iterdir()
+        if re.fullmatch(rf"{version:020d}\.checkpoint(\.[-\w]+)?\.\w+", p.name)
+    ]
+    uuid_named = [p for p in tops if p.name != checkpoint_name(version)]
+    assert len(uuid_named) == 1 and len(tops) == 2
+    compat = log / checkpoint_name(version)
+    assert _canonical_actions(_top_level_actions(compat)) == _canonical_actions(
+        _top_level_actions(uuid_named[0])
+    )
+    uuid_named[0].unlink()
+    (log / "_last_checkpoint").unlink()
+    assert (state_of(spark, root), delta_rs_files(root), kernel_rows(root)) == before
 
 
 def random_delta_rs_table(root: Path, seed: int) -> None:
