@@ -4,10 +4,11 @@ Responsibility: the mapInArrow bodies that touch ``_delta_log`` directly:
 :func:`publish_checkpoint` turns the parquet files Spark's writer left in a staging folder into
 a checkpoint under Delta's exact names (classic, multi-part, or a UUID-named V2 checkpoint: the
 staged files become ``_sidecars/`` files and a top-level JSON file lists them with the non-file
-actions) and then writes ``_last_checkpoint`` (not for a cleanup's compatibility copy of an
-existing checkpoint); :func:`delete_log_files` deletes (or, dry run,
-only lists) expired log files, garbage sidecars and stale staging folders;
-:func:`discard_staging` removes a staging folder after a failed write.
+actions) and then writes ``_last_checkpoint`` (with delta-spark's ``v2Checkpoint`` for a
+UUID-named checkpoint; no hint for a cleanup's compatibility copy of an existing
+checkpoint); :func:`delete_log_files` deletes (or, dry run, only lists) expired log files,
+garbage sidecars and stale staging folders; :func:`discard_staging` removes a staging folder
+after a failed write.
 
 Invariants: a final checkpoint name only ever appears through a rename of a complete file
 (atomic on POSIX file systems; a single PUT on object stores), and only after the number of
@@ -32,6 +33,7 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -53,6 +55,9 @@ from delta_connect_py.worker.log_files import LAST_CHECKPOINT_NAME, filesystem_a
 
 STAGING_PREFIX = "_delta_connect_staging."
 SIDECAR_DIR = "_sidecars"
+#: delta-spark's ``lastCheckpoint`` thresholds: a ``v2Checkpoint`` hint lists the non-file
+#: actions, and the sidecars, only when there are at most this many of each.
+MAX_HINT_ENTRIES = 30
 #: A staging folder nothing has written into for this long belongs to a dead writer.
 STALE_STAGING_MS = 86_400_000
 _SPARK_PART = re.compile(r"part-(\d+)-.*\.parquet")
@@ -222,7 +227,13 @@ def _sidecar_name(request: PublishRequest, part: int) -> str:
     )
 
 
-def _hint_text(request: PublishRequest, rows: int, adds: int, size: int) -> str:
+def _hint_text(
+    request: PublishRequest,
+    rows: int,
+    adds: int,
+    size: int,
+    v2_checkpoint: dict[str, Any] | None = None,
+) -> str:
     schema = None if request.checkpoint_schema is None else json.loads(request.checkpoint_schema)
     return serialize_last_checkpoint(
         LastCheckpoint(
@@ -232,8 +243,32 @@ def _hint_text(request: PublishRequest, rows: int, adds: int, size: int) -> str:
             size_in_bytes=size,
             num_of_add_files=adds,
             checkpoint_schema=schema,
+            v2_checkpoint=v2_checkpoint,
         )
     )
+
+
+def _file_entry(name: str, info: pa.fs.FileInfo) -> dict[str, Any]:
+    """A file as ``sidecar`` actions and ``_last_checkpoint``'s ``v2Checkpoint`` name it."""
+    return {
+        "path": name,
+        "sizeInBytes": info.size,
+        "modificationTime": (info.mtime_ns or 0) // 1_000_000,
+    }
+
+
+def _v2_checkpoint_hint(
+    top: tuple[str, pa.fs.FileInfo], non_file_actions: list[str], sidecars: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """delta-spark's ``LastCheckpointV2`` for a UUID-named checkpoint: its top-level file, and
+    its non-file actions and sidecars where each are at most :data:`MAX_HINT_ENTRIES` (else
+    left out: a reader then reads the top-level file)."""
+    hint = _file_entry(*top)
+    if len(non_file_actions) <= MAX_HINT_ENTRIES:
+        hint["nonFileActions"] = [json.loads(line) for line in non_file_actions]
+    if len(sidecars) <= MAX_HINT_ENTRIES:
+        hint["sidecarFiles"] = sidecars
+    return hint
 
 
 def _current_hint_version(fs: pa.fs.FileSystem, path: str) -> int | None:
@@ -303,15 +338,6 @@ def _publish_classic(
     return _Published(uris, rows, adds, sizes, text if written else None)
 
 
-def _sidecar_action(name: str, info: pa.fs.FileInfo) -> str:
-    action = {
-        "path": name,
-        "sizeInBytes": info.size,
-        "modificationTime": (info.mtime_ns or 0) // 1_000_000,
-    }
-    return json.dumps({"sidecar": action}, separators=(",", ":"))
-
-
 def _publish_sidecars(
     fs: pa.fs.FileSystem, staging: str, log_dir: str, request: PublishRequest
 ) -> _Published:
@@ -324,15 +350,18 @@ def _publish_sidecars(
     finals = [_join(sidecar_dir, name) for name in names]
     _rename_all(fs, [(s.path or "", f) for s, f in zip(staged, finals, strict=True)], request)
     infos = fs.get_file_info(finals)
+    entries = [_file_entry(name, info) for name, info in zip(names, infos, strict=True)]
     lines = [*request.non_file_actions]
-    lines += [_sidecar_action(name, info) for name, info in zip(names, infos, strict=True)]
+    lines += [json.dumps({"sidecar": entry}, separators=(",", ":")) for entry in entries]
     top_name = uuid_checkpoint_name(request.version, request.checkpoint_uuid, "json")
     top = _join(log_dir, top_name)
     _write_via_rename(fs, log_dir, top, ("\n".join(lines) + "\n").encode("utf-8"))
-    sizes = [fs.get_file_info(top).size, *[info.size for info in infos]]
+    top_info = fs.get_file_info(top)
+    sizes = [top_info.size, *[info.size for info in infos]]
     rows = [len(lines), *[s.rows for s in staged]]
     adds = [0, *[s.adds for s in staged]]
-    text = _hint_text(request, sum(rows), sum(adds), sum(sizes))
+    v2 = _v2_checkpoint_hint((top_name, top_info), list(request.non_file_actions), entries)
+    text = _hint_text(request, sum(rows), sum(adds), sum(sizes), v2)
     written = write_last_checkpoint(fs, log_dir, text, request.version)
     sidecar_uris = [_join(_join(request.log_dir, SIDECAR_DIR), name) for name in names]
     uris = [_join(request.log_dir, top_name), *sidecar_uris]

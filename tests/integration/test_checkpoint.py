@@ -118,6 +118,27 @@ def check_hint(root: Path, result: checkpoints.CheckpointResult) -> None:
     assert hint.size_in_bytes == result.size_in_bytes
     assert hint.num_of_add_files == result.num_of_add_files
     assert hint.parts == (result.parts if result.parts > 1 else None)
+    top = root / "_delta_log" / result.paths[0].rsplit("/", 1)[1]
+    if not top.name.endswith(".json"):
+        assert hint.v2_checkpoint is None
+        return
+    # A UUID-named checkpoint: delta-spark's v2Checkpoint, which its readers may use instead
+    # of the top-level file (so it must say exactly what the file says).
+    actions = _json_actions(top)
+    sidecars = [a["sidecar"] for a in actions if "sidecar" in a]
+    assert hint.v2_checkpoint == {
+        "path": top.name,
+        "sizeInBytes": top.stat().st_size,
+        "modificationTime": top.stat().st_mtime_ns // 1_000_000,
+        "nonFileActions": [a for a in actions if "sidecar" not in a],
+        "sidecarFiles": sidecars,
+    }
+    for sidecar in sidecars:
+        stat = (root / "_delta_log" / "_sidecars" / sidecar["path"]).stat()
+        assert (sidecar["sizeInBytes"], sidecar["modificationTime"]) == (
+            stat.st_size,
+            stat.st_mtime_ns // 1_000_000,
+        )
 
 
 def checkpoint_and_verify(

@@ -362,7 +362,9 @@ def _keep_only_our_checkpoint(spark: Any, root: Path, part_size: int | None) -> 
 
 
 @pytest.mark.parametrize(
-    ("name", "part_size"), [("partitioned", None), ("features", 2)], ids=["classic", "multipart"]
+    ("name", "part_size"),
+    [("partitioned", None), ("features", 2), ("v2_checkpoint", None)],
+    ids=["classic", "multipart", "uuid-named"],
 )
 def test_delta_spark_reads_our_checkpoint(
     spark: Any,
@@ -379,7 +381,12 @@ def test_delta_spark_reads_our_checkpoint(
     assert result.version == table.latest
     assert (result.parts > 1) == (part_size is not None)
     log_names = sorted(n for n in os.listdir(copy / "_delta_log") if not n.startswith("."))
-    assert [n for n in log_names if n.endswith(".json")] == [f"{table.latest:020d}.json"]
+    assert [n for n in log_names if re.fullmatch(r"\d{20}\.json", n)] == [
+        f"{table.latest:020d}.json"
+    ]
+    if name == "v2_checkpoint":  # delta.checkpointPolicy=v2: ours is UUID-named, with sidecars
+        assert re.fullmatch(r"\d{20}\.checkpoint\.[-\w]+\.json", result.paths[0].rsplit("/")[-1])
+        assert len(result.paths) > 1
 
     relocated = relocate(scanned(table.path, table.latest), table.path, copy)
     assert oracle_scanned_files(delta_spark, copy) == relocated
