@@ -197,24 +197,62 @@ def _type_name(field: StructField) -> str:
     return str(field.dataType.typeName())
 
 
+#: The struct fields a filter column names, from the top-level column down to the one compared.
+FieldPath = tuple[StructField, ...]
+
+
+def resolve_filter_column(schema: StructType, name: str) -> FieldPath | None:
+    """The fields ``name`` addresses: a top-level column of exactly that name, else a dotted
+    path through struct fields (``"address.city"``); None when it names no column."""
+    fields = {field.name: field for field in schema.fields}
+    if name in fields:
+        return (fields[name],)
+    path: list[StructField] = []
+    current: DataType = schema
+    for part in name.split("."):
+        if not isinstance(current, StructType):
+            return None
+        field = next((f for f in current.fields if f.name == part), None)
+        if field is None:
+            return None
+        path.append(field)
+        current = field.dataType
+    return tuple(path)
+
+
+def _filter_paths(snapshot: Snapshot, predicates: Sequence[Predicate]) -> dict[str, FieldPath]:
+    """Each predicate's column resolved (``resolve_filter_column``); a ValueError names those
+    that name no column."""
+    paths = {p.column: resolve_filter_column(snapshot.schema, p.column) for p in predicates}
+    unknown = [name for name, path in paths.items() if path is None]
+    if unknown:
+        known = sorted(f.name for f in snapshot.schema.fields)
+        raise ValueError(
+            f"filter names unknown column(s) {unknown}; table columns: {known} (a nested "
+            "struct field is named by its dotted path, e.g. 'address.city')"
+        )
+    return {name: path for name, path in paths.items() if path is not None}
+
+
 def _file_may_match(
     filter: Disjunction,
     partition_values: dict[str, str | None],
     stats: dict[str, Any] | None,
-    fields: dict[str, StructField],
+    paths: dict[str, FieldPath],
     partition_columns: set[str],
 ) -> bool:
     """Whether a row of the file may pass every predicate of some conjunction of ``filter``."""
 
     def may_match(predicate: Predicate) -> bool:
-        field = fields[predicate.column]
-        type_name = _type_name(field)
-        if predicate.column in partition_columns:
-            raw = partition_values.get(physical_name(field))
+        path = paths[predicate.column]
+        type_name = _type_name(path[-1])
+        if len(path) == 1 and path[0].name in partition_columns:
+            raw = partition_values.get(physical_name(path[0]))
             return partition_may_match(predicate, raw, type_name)
         if stats is None:
             return True
-        return stats_may_match(predicate, column_stats(stats, physical_name(field)), type_name)
+        physical_path = [physical_name(field) for field in path]
+        return stats_may_match(predicate, column_stats(stats, physical_path), type_name)
 
     return any(all(map(may_match, conjunction)) for conjunction in filter)
 
@@ -245,20 +283,20 @@ def select_files(snapshot: Snapshot, filter: Any = None) -> list[DataFile]:
     (other columns, from ``stats``); see :mod:`delta_connect_py.protocol.file_filters`.
     """
     disjunction = parse_filter(filter)
-    predicates = predicates_of(disjunction)
-    _check_columns(snapshot, [p.column for p in predicates], "filter")
+    paths = _filter_paths(snapshot, predicates_of(disjunction))
     partition_columns = set(snapshot.partition_columns)
-    needs_stats = any(p.column not in partition_columns for p in predicates)
+    needs_stats = any(
+        len(path) > 1 or path[0].name not in partition_columns for path in paths.values()
+    )
     columns = ["path", "partitionValues", "deletionVector", "size"]
     frame = snapshot.all_files().select(*columns, *(["stats"] if needs_stats else []))
-    fields = {f.name: f for f in snapshot.schema.fields}
     root = snapshot.table.table_root
     chosen = []
     for row in collect(frame):
         partition_values = dict(row["partitionValues"] or {})
         stats = _parse_stats(row["stats"]) if needs_stats else None
         if disjunction and not _file_may_match(
-            disjunction, partition_values, stats, fields, partition_columns
+            disjunction, partition_values, stats, paths, partition_columns
         ):
             continue
         chosen.append(
@@ -383,9 +421,12 @@ def _output_columns(snapshot: Snapshot) -> list[Column]:
     return columns
 
 
-def predicate_column(predicate: Predicate) -> Column:
-    """The Spark condition of one predicate over the logical columns."""
-    column = F.col(f"`{predicate.column}`")
+def predicate_column(predicate: Predicate, path: FieldPath) -> Column:
+    """The Spark condition of one predicate over the logical columns; ``path`` is the fields
+    its column names (``resolve_filter_column``)."""
+    column = F.col(f"`{path[0].name}`")
+    for field in path[1:]:
+        column = column.getField(field.name)
     op, value = predicate.op, predicate.value
     if op == "in":
         return column.isin(list(value))
@@ -403,10 +444,10 @@ def predicate_column(predicate: Predicate) -> Column:
     return conditions[op]
 
 
-def filter_column(filter: Disjunction) -> Column:
+def filter_column(filter: Disjunction, paths: dict[str, FieldPath]) -> Column:
     """The Spark condition of a non-empty filter: OR over its conjunctions' ANDs."""
     conjunctions = [
-        functools.reduce(operator.and_, map(predicate_column, conjunction))
+        functools.reduce(operator.and_, [predicate_column(p, paths[p.column]) for p in conjunction])
         for conjunction in filter
     ]
     return functools.reduce(operator.or_, conjunctions)
@@ -421,8 +462,9 @@ def snapshot_to_df(
     ``filter``: None, a ``(column, op, value)`` tuple or a list of them, ANDed, or a list of
     such lists, ORed (pyarrow's form); ``op`` is one of ``=``, ``!=``, ``<``, ``<=``, ``>``,
     ``>=``, ``in``, ``not in`` (e.g. ``[("year", "=", 2024), ("id", ">", 10)]``, or
-    ``[[("year", "=", 2024)], [("id", "<", 0)]]``). Files are pruned with it, rows filtered by
-    it.
+    ``[[("year", "=", 2024)], [("id", "<", 0)]]``); ``column`` is a column's name or a dotted
+    path to a nested struct field (``"address.city"``; a top-level name containing dots wins).
+    Files are pruned with it (nested fields by their stats too), rows filtered by it.
     """
     disjunction = parse_filter(filter)
     if columns is not None:
@@ -436,7 +478,8 @@ def snapshot_to_df(
         data = _without_deleted_rows(snapshot, data, files)
         frame = data.select(*_output_columns(snapshot))
     if disjunction:
-        frame = frame.where(filter_column(disjunction))
+        paths = _filter_paths(snapshot, predicates_of(disjunction))
+        frame = frame.where(filter_column(disjunction, paths))
     if columns is not None:
         frame = frame.select(*[F.col(f"`{name}`") for name in columns])
     return frame

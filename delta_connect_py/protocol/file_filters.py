@@ -1,8 +1,8 @@
 """Row filters for table reads, and deciding from the log which data files can match them.
 
 Responsibility: the filter form ``Snapshot.to_df(filter=...)`` accepts (``(column, op, value)``
-predicates on top-level columns, ANDed, or a disjunction of such conjunctions as pyarrow's
-``filters`` take it; see :func:`parse_filter`), partition
+predicates on columns, a nested struct field named by its dotted path, ANDed, or a disjunction
+of such conjunctions as pyarrow's ``filters`` take it; see :func:`parse_filter`), partition
 value parsing per Delta's serialization (PROTOCOL.md "Partition Value Serialization"), and
 per-file decisions: :func:`partition_may_match` (partition pruning) and :func:`stats_may_match`
 (data skipping on ``stats`` min/max/nullCount).
@@ -234,13 +234,17 @@ class ColumnStats:
     max_value: Any
 
 
-def column_stats(stats: Mapping[str, Any] | None, physical_name: str) -> ColumnStats:
-    """The statistics of top-level column ``physical_name`` (keys are physical names)."""
+def column_stats(stats: Mapping[str, Any] | None, physical_path: Sequence[str]) -> ColumnStats:
+    """The statistics of the column at ``physical_path`` (a top-level column's physical name,
+    then those of the struct fields leading to a nested one; stats are keyed by physical names
+    and nested as the schema is)."""
     stats = stats or {}
 
     def section(name: str) -> Any:
-        values = stats.get(name)
-        return values.get(physical_name) if isinstance(values, Mapping) else None
+        values: Any = stats.get(name)
+        for key in physical_path:
+            values = values.get(key) if isinstance(values, Mapping) else None
+        return values
 
     null_count = section("nullCount")
     num_records = stats.get("numRecords")

@@ -262,20 +262,21 @@ def test_delta_rs_tables_read_like_delta_rs(spark: Any, tmp_path: Path, partitio
 def skipping_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("skipping") / "t"
     for part in range(4):
-        data = pa.table(
-            {
-                "id": pa.array(range(part * 100, part * 100 + 50), pa.int64()),
-                "part": pa.array([part] * 50, pa.int32()),
-                "name": pa.array([f"n{part}{i:02d}" for i in range(50)]),
-            }
-        )
-        write_deltalake(str(path), data, mode="append", partition_by=["part"])
-        write_deltalake(
-            str(path),
-            data.set_column(0, "id", pa.array(range(part * 100 + 50, part * 100 + 100))),
-            mode="append",
-            partition_by=["part"],
-        )
+        for first in (part * 100, part * 100 + 50):
+            ids = range(first, first + 50)
+            # A nested column: stats keyed info -> score; every 10th struct null.
+            info = [None if i % 10 == 3 else {"score": 2 * i, "tag": f"t{i % 7}"} for i in ids]
+            data = pa.table(
+                {
+                    "id": pa.array(ids, pa.int64()),
+                    "part": pa.array([part] * 50, pa.int32()),
+                    "name": pa.array([f"n{part}{i % 50:02d}" for i in ids]),
+                    "info": pa.array(
+                        info, pa.struct([("score", pa.int64()), ("tag", pa.string())])
+                    ),
+                }
+            )
+            write_deltalake(str(path), data, mode="append", partition_by=["part"])
     return path
 
 
@@ -294,6 +295,36 @@ def test_data_skipping_reads_fewer_files(spark: Any, skipping_table: Path) -> No
     assert len(chosen) == 1
     assert snapshot.to_df(filter=[("id", ">=", 120), ("id", "<", 140)]).count() == 20
     assert len(select_files(snapshot, [("name", "=", "n301")])) == 2
+
+
+def test_data_skipping_on_a_nested_field(spark: Any, skipping_table: Path) -> None:
+    snapshot = DeltaTable.for_path(spark, str(skipping_table)).snapshot()
+    in_range = [("info.score", ">=", 240), ("info.score", "<", 280)]
+    assert len(select_files(snapshot, in_range)) == 1
+    rows = snapshot.to_df(columns=["id"], filter=in_range).collect()
+    assert sorted(r["id"] for r in rows) == [i for i in range(120, 140) if i % 10 != 3]
+    assert len(select_files(snapshot, [("info.score", ">", 10_000)])) == 0
+    assert len(select_files(snapshot, [("info.tag", "=", "t3")])) == 8  # in every file
+    with pytest.raises(ValueError, match=r"unknown column\(s\) \['info.nope'\]"):
+        snapshot.to_df(filter=[("info.nope", "=", 1)])
+
+
+@pytest.mark.parametrize("mode", ["name", "id"])
+def test_nested_filter_on_a_column_mapped_table(
+    spark: Any, conformance_table: Any, mode: str
+) -> None:
+    """Nested stats are keyed by each level's physical name; the filter by logical names."""
+    root = conformance_table(f"golden/table-with-columnmapping-mode-{mode}/delta")
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+    everything = [r["nested_struct"] for r in snapshot.to_df(columns=["nested_struct"]).collect()]
+    assert len(select_files(snapshot)) == 2
+    for op, value, files in [("<", 1, 1), (">=", 1, 2), ("=", 4, 1), (">", 9, 0)]:
+        column_filter = [("nested_struct.ac.aca", op, value)]
+        assert len(select_files(snapshot, column_filter)) == files
+        rows = snapshot.to_df(columns=["nested_struct"], filter=column_filter).collect()
+        compare = {"<": int.__lt__, ">=": int.__ge__, "=": int.__eq__, ">": int.__gt__}[op]
+        expected = [s for s in everything if s is not None and compare(s.ac.aca, value)]
+        assert sorted(r["nested_struct"] for r in rows) == sorted(expected)
 
 
 def test_an_or_of_filters_reads_the_files_of_either(spark: Any, skipping_table: Path) -> None:
@@ -330,6 +361,11 @@ _FILTERS = st.lists(
             st.sampled_from(["=", "<", ">"]),
             st.sampled_from(["n0", "n101", "n249", "n3", "z"]),
         ),
+        st.tuples(
+            st.just("info.score"),
+            st.sampled_from(["=", "!=", "<", ">=", "in"]),
+            st.integers(-10, 810) | st.lists(st.integers(0, 800), min_size=1, max_size=3),
+        ).filter(lambda p: (p[1] == "in") == isinstance(p[2], list)),
     ),
     min_size=1,
     max_size=2,
@@ -350,8 +386,16 @@ def test_pruning_never_changes_the_result(spark: Any, skipping_table: Path) -> N
         "not in": lambda a, b: a not in b,
     }
 
+    def value(row: dict[str, Any], column: str) -> Any:
+        for name in column.split("."):
+            row = None if row is None else row[name]
+        return row
+
     def passes(row: dict[str, Any], conjunction: list[tuple[str, str, Any]]) -> bool:
-        return all(ops[op](row[c], v) for c, op, v in conjunction)
+        # SQL: a comparison with null is not true, so a row whose value is null never passes.
+        return all(
+            value(row, c) is not None and ops[op](value(row, c), v) for c, op, v in conjunction
+        )
 
     @settings(max_examples=16, deadline=None, suppress_health_check=list(HealthCheck))
     @given(_FILTERS | st.lists(_FILTERS, min_size=2, max_size=3))

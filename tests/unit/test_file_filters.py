@@ -10,6 +10,7 @@ import pytest
 from delta_connect_py.protocol.file_filters import (
     ColumnStats,
     Predicate,
+    column_stats,
     parse_filter,
     parse_partition_value,
     partition_may_match,
@@ -77,6 +78,24 @@ def test_stats_skipping() -> None:
     assert not stats_may_match(Predicate("c", "=", 1), all_null, "long")
     unknown = ColumnStats(num_records=None, null_count=None, min_value=None, max_value=None)
     assert stats_may_match(Predicate("c", "=", 1), unknown, "long")
+
+
+def test_column_stats_of_top_level_and_nested_columns() -> None:
+    stats = {
+        "numRecords": 4,
+        "minValues": {"a": 1, "s": {"x": 2, "t": {"y": "b"}}},
+        "maxValues": {"a": 3, "s": {"x": 8, "t": {"y": "q"}}},
+        "nullCount": {"a": 0, "s": {"x": 1, "t": {"y": 4}}},
+    }
+    assert column_stats(stats, ["a"]) == ColumnStats(4, 0, 1, 3)
+    assert column_stats(stats, ["s", "x"]) == ColumnStats(4, 1, 2, 8)
+    assert column_stats(stats, ["s", "t", "y"]) == ColumnStats(4, 4, "b", "q")
+    # A struct's own entry, a path through a leaf and a missing field: nothing known.
+    unknown = ColumnStats(4, None, None, None)
+    assert column_stats(stats, ["s", "t"]).min_value == {"y": "b"}
+    assert column_stats(stats, ["a", "x"]) == unknown
+    assert column_stats(stats, ["s", "z"]) == unknown
+    assert column_stats(None, ["a"]) == ColumnStats(None, None, None, None)
 
 
 def test_truncated_string_maximum_is_not_trusted() -> None:
