@@ -283,7 +283,15 @@ def select_files(snapshot: Snapshot, filter: Any = None) -> list[DataFile]:
     (other columns, from ``stats``); see :mod:`delta_connect_py.protocol.file_filters`.
     """
     disjunction = parse_filter(filter)
-    paths = _filter_paths(snapshot, predicates_of(disjunction))
+    return _selected_files(
+        snapshot, disjunction, _filter_paths(snapshot, predicates_of(disjunction))
+    )
+
+
+def _selected_files(
+    snapshot: Snapshot, disjunction: Disjunction, paths: dict[str, FieldPath]
+) -> list[DataFile]:
+    """``select_files`` for a parsed filter whose columns are resolved to ``paths``."""
     partition_columns = set(snapshot.partition_columns)
     needs_stats = any(
         len(path) > 1 or path[0].name not in partition_columns for path in paths.values()
@@ -469,7 +477,8 @@ def snapshot_to_df(
     disjunction = parse_filter(filter)
     if columns is not None:
         _check_columns(snapshot, columns, "columns")
-    files = select_files(snapshot, filter)
+    paths = _filter_paths(snapshot, predicates_of(disjunction))
+    files = _selected_files(snapshot, disjunction, paths)
     if not files:
         frame = snapshot.spark.createDataFrame([], schema=logical_schema(snapshot))
     else:
@@ -478,7 +487,6 @@ def snapshot_to_df(
         data = _without_deleted_rows(snapshot, data, files)
         frame = data.select(*_output_columns(snapshot))
     if disjunction:
-        paths = _filter_paths(snapshot, predicates_of(disjunction))
         frame = frame.where(filter_column(disjunction, paths))
     if columns is not None:
         frame = frame.select(*[F.col(f"`{name}`") for name in columns])
