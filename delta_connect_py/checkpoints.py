@@ -64,13 +64,13 @@ from delta_connect_py.plans.spark import (
     spark_schema,
 )
 from delta_connect_py.protocol import properties as props
-from delta_connect_py.protocol.actions import Protocol
 from delta_connect_py.protocol.cleanup import (
     CleanupPlan,
     cutoff_timestamp,
     needs_compat_checkpoint,
     plan_cleanup,
 )
+from delta_connect_py.protocol.features import protocol_features
 from delta_connect_py.protocol.segment import CheckpointChoice
 from delta_connect_py.session import translate_server_error
 from delta_connect_py.snapshot import now_ms
@@ -158,18 +158,9 @@ def num_parts_for(num_actions: int, part_size: int | None) -> int:
     return max(1, math.ceil(num_actions / part_size))
 
 
-def protocol_features(protocol: Protocol) -> set[str]:
-    """The reader and writer features ``protocol`` lists."""
-    return set(protocol.reader_features or ()) | set(protocol.writer_features or ())
-
-
-def _features(snapshot: Snapshot) -> set[str]:
-    return protocol_features(snapshot.protocol)
-
-
 def supports_v2_checkpoints(snapshot: Snapshot) -> bool:
     """Whether the protocol lists the ``v2Checkpoint`` feature (then checkpoints are V2)."""
-    return V2_CHECKPOINT_FEATURE in _features(snapshot)
+    return V2_CHECKPOINT_FEATURE in protocol_features(snapshot.protocol)
 
 
 def checkpoint_layout(
@@ -208,7 +199,7 @@ def stats_parsed_type(snapshot: Snapshot) -> StructType | None:
     configuration = snapshot.metadata.configuration
     if not props.write_stats_as_struct(configuration):
         return None
-    tight_bounds = DELETION_VECTORS_FEATURE in _features(snapshot)
+    tight_bounds = DELETION_VECTORS_FEATURE in protocol_features(snapshot.protocol)
     return stats_schema(
         snapshot.schema, snapshot.partition_columns, configuration, tight_bounds=tight_bounds
     )

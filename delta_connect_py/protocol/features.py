@@ -1,7 +1,7 @@
 """Which tables this library can read: protocol versions and reader table features.
 
 Responsibility: decide from a table's ``protocol`` action whether delta_connect_py may read it,
-and name what is missing when not.
+and name what is missing when not; list the features a protocol names.
 
 Invariants: reader versions 1-3 are readable; above 3 raises
 :class:`~delta_connect_py.errors.InvalidProtocolVersionError`. At reader version 3 every listed
@@ -31,6 +31,11 @@ SUPPORTED_READER_FEATURES = frozenset(
 )
 MAX_READER_VERSION = 3
 TABLE_FEATURES_READER_VERSION = 3
+
+
+def protocol_features(protocol: Protocol) -> set[str]:
+    """The reader and writer features ``protocol`` lists."""
+    return set(protocol.reader_features or ()) | set(protocol.writer_features or ())
 
 
 def unsupported_reader_features(protocol: Protocol) -> list[str]:

@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 
 from delta_connect_py.protocol.actions import Protocol
+from delta_connect_py.protocol.features import protocol_features
 
 DELETED_FILE_RETENTION_DURATION = "delta.deletedFileRetentionDuration"
 LOG_RETENTION_DURATION = "delta.logRetentionDuration"
@@ -228,7 +229,6 @@ def table_properties(configuration: Mapping[str, str], protocol: Protocol) -> di
     properties = dict(configuration)
     properties["delta.minReaderVersion"] = str(protocol.min_reader_version)
     properties["delta.minWriterVersion"] = str(protocol.min_writer_version)
-    features = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
-    for feature in sorted(features):
+    for feature in sorted(protocol_features(protocol)):
         properties[f"delta.feature.{feature}"] = "supported"
     return properties
