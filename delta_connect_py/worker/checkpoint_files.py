@@ -248,12 +248,17 @@ def _hint_text(
     )
 
 
+def _mtime_ms(info: pa.fs.FileInfo) -> int:
+    """A file's modification time in ms (0 when the file system gives none)."""
+    return (info.mtime_ns or 0) // 1_000_000
+
+
 def _file_entry(name: str, info: pa.fs.FileInfo) -> dict[str, Any]:
     """A file as ``sidecar`` actions and ``_last_checkpoint``'s ``v2Checkpoint`` name it."""
     return {
         "path": name,
         "sizeInBytes": info.size,
-        "modificationTime": (info.mtime_ns or 0) // 1_000_000,
+        "modificationTime": _mtime_ms(info),
     }
 
 
@@ -411,7 +416,7 @@ def _newest_mtime_ms(fs: pa.fs.FileSystem, folder: pa.fs.FileInfo) -> int:
     from pyarrow.fs import FileSelector
 
     infos = [folder, *fs.get_file_info(FileSelector(folder.path, recursive=True))]
-    return max((info.mtime_ns or 0) // 1_000_000 for info in infos)
+    return max(_mtime_ms(info) for info in infos)
 
 
 def _stale_staging(
@@ -462,7 +467,7 @@ def _sidecars_present(fs: pa.fs.FileSystem, log_dir: str) -> list[SidecarFile]:
 
     selector = FileSelector(_join(log_dir, SIDECAR_DIR), allow_not_found=True)
     return [
-        SidecarFile(info.base_name, (info.mtime_ns or 0) // 1_000_000)
+        SidecarFile(info.base_name, _mtime_ms(info))
         for info in fs.get_file_info(selector)
         if info.type == FileType.File
     ]
