@@ -205,6 +205,17 @@ def _json_actions(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def age_log_files(log: Path, up_to: int | None = None) -> float:
+    """Set the log files (of versions up to ``up_to``) 60 days back, one second apart in version
+    order, so that cleanup sees them expired; the base time (s)."""
+    old = time.time() - 60 * DAY_S
+    for path in sorted(log.iterdir()):
+        parsed = parse_log_file(path.name, 1, 0)
+        if parsed is not None and (up_to is None or parsed.version <= up_to):
+            os.utime(path, (old + parsed.version, old + parsed.version))
+    return old
+
+
 def _without_nulls(value: Any) -> Any:
     """JSON-like ``value`` with null fields left out (a parquet row has every field)."""
     if isinstance(value, dict):
@@ -253,11 +264,7 @@ def test_v2_policy_table_gets_uuid_named_checkpoint_with_sidecars(
     assert not compat.exists()  # nothing deleted: no compatibility checkpoint either
     stray = log / "_sidecars" / "stray.parquet"
     pq.write_table(pa.table({"add": pa.array([None], pa.struct([("path", pa.string())]))}), stray)
-    old = time.time() - 60 * DAY_S
-    for path in sorted(log.iterdir()):
-        parsed = parse_log_file(path.name, 1, 0)
-        if parsed is not None:
-            os.utime(path, (old + parsed.version, old + parsed.version))
+    old = age_log_files(log)
     for path in (log / "_sidecars").iterdir():
         os.utime(path, (old, old))
     hint = (log / "_last_checkpoint").read_text()
@@ -312,11 +319,7 @@ def test_cleanup_copies_a_uuid_named_checkpoint_every_reader_loads(
     root = conformance_table(relative)
     before = (state_of(spark, root), delta_rs_files(root), kernel_rows(root))
     log = root / "_delta_log"
-    old = time.time() - 60 * DAY_S
-    for path in sorted(log.iterdir()):
-        parsed = parse_log_file(path.name, 1, 0)
-        if parsed is not None:
-            os.utime(path, (old + parsed.version, old + parsed.version))
+    age_log_files(log)
     version = max(  # the latest checkpoint's
         parsed.version
         for parsed in (parse_log_file(path.name, 1, 0) for path in log.iterdir())
@@ -505,11 +508,7 @@ def test_cleanup_dry_run_and_real(spark: Any, tmp_path: Path) -> None:
     for version in (3, 6, 9):
         table.create_checkpoint(version)
     log = root / "_delta_log"
-    old = time.time() - 60 * DAY_S
-    for name in log_names(root):
-        parsed = parse_log_file(name, 1, 0)
-        if parsed is not None and parsed.version <= 6:
-            os.utime(log / name, (old + parsed.version, old + parsed.version))
+    age_log_files(log, up_to=6)
     data_before = sorted(p.name for p in root.iterdir() if p.suffix == ".parquet")
     expected = sorted(
         f"{table.log_dir}/{name}"
