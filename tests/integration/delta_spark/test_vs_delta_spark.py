@@ -434,6 +434,17 @@ def test_damaged_newest_checkpoint_falls_back_like_delta_spark(
     assert oracle_scanned_files(delta_spark, copy) == expected
 
 
+def age_log_files(log: Path, up_to: int | None = None) -> float:
+    """Set the log files (and their ``.crc`` side files) of versions up to ``up_to`` (default:
+    all) 40 days back, past the 30-day log retention; that time (s)."""
+    old = float(int(time.time() - 40 * DAY_SECONDS))
+    for name in os.listdir(log):
+        match = re.match(r"^\.?(\d{20})\.", name)
+        if match and (up_to is None or int(match.group(1)) <= up_to):
+            os.utime(log / name, (old, old))
+    return old
+
+
 @pytest.fixture(scope="module")
 def cleaned_copy(
     spark: Any, oracle_tables: OracleTables, tmp_path_factory: pytest.TempPathFactory
@@ -444,11 +455,7 @@ def cleaned_copy(
     table = oracle_tables.partitioned
     copy = copy_table(table.path, tmp_path_factory.mktemp("cleanup") / "cleanup copy")
     log = copy / "_delta_log"
-    old = float(int(time.time() - 40 * DAY_SECONDS))
-    for name in os.listdir(log):
-        match = re.match(r"^\.?(\d{20})\.", name)
-        if match and int(match.group(1)) <= 3:
-            os.utime(log / name, (old, old))
+    old = age_log_files(log, up_to=3)
     return copy, DeltaTable.for_path(spark, str(copy)).cleanup_metadata(), old
 
 
@@ -519,10 +526,7 @@ def test_delta_spark_reads_the_compat_checkpoint_of_our_cleanup(
     table = oracle_tables.v2_checkpoint
     copy = copy_table(table.path, tmp_path / "v2 compat copy")
     log = copy / "_delta_log"
-    old = float(int(time.time() - 40 * DAY_SECONDS))
-    for name in os.listdir(log):
-        if re.match(r"^\.?\d{20}\.", name):
-            os.utime(log / name, (old, old))
+    age_log_files(log)
     deleted = DeltaTable.for_path(spark, str(copy)).cleanup_metadata()
     assert {int(re.findall(r"(\d{20})", d)[-1]) for d in deleted} == set(range(table.latest))
     uuid_named = [
