@@ -4,7 +4,7 @@ Usage::
 
     python /work/shared/bench/gen_log.py /tmp/bench/S --force --with-stats --files 10000 \\
         --commits 1000 --partitions 100 --txn-apps 4 --seed 1
-    SPARK_REMOTE=sc://127.0.0.1:15010 python bench/checkpoint_bench.py /tmp/bench/S [--repeat 3]
+    python bench/checkpoint_bench.py /tmp/bench/S --remote sc://127.0.0.1:15002 [--repeat 3]
 
 The source table is never written: each writer gets its own copy under ``--work`` (default a
 fresh ``/tmp/ckpt-bench-*`` folder, removed afterwards), made once and reset between runs
@@ -116,6 +116,11 @@ def _prepare(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("table", type=Path)
+    parser.add_argument(
+        "--remote",
+        default=os.environ.get("SPARK_REMOTE"),
+        help="Spark Connect server (default $SPARK_REMOTE, else the embedded server)",
+    )
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--part-size", type=int, default=None)
     parser.add_argument("--without-checkpoints", action="store_true")
@@ -131,7 +136,7 @@ def main() -> None:
 
     from delta_connect_py import connect
 
-    spark = connect()
+    spark = connect(args.remote)
     spark.range(1).collect()  # the session's first job pays start-up costs: not ours to time
     work = args.work or Path(tempfile.mkdtemp(prefix="ckpt-bench-", dir="/tmp"))
     ours_copy, theirs_copy = work / "ours", work / "delta-rs"
