@@ -10,7 +10,8 @@ over the commit JSON: cdc/add/remove/commitInfo/metaData/protocol, stats dropped
 never table rows). Every data file named (cdc files, and add/remove files of versions without
 cdc files) is read by ONE ``spark.read.parquet`` over explicit paths with the read schema's
 physical columns (``delta.columnMapping.physicalName``; the names themselves without column
-mapping) plus ``_change_type``; each row is tagged by a broadcast join on its decoded
+mapping; matched by parquet field id in mode ``id``, see ``data.parquet_read_schema``) plus
+``_change_type``; each row is tagged by a broadcast join on its decoded
 ``_metadata.file_path`` with a small client-built frame of (file, change type, version,
 timestamp, partition values), so a file named by several versions yields its rows once per
 version. cdc files keep their own ``_change_type``; add files are ``insert``, removes
@@ -70,8 +71,8 @@ from delta_connect_py.data import (
     file_key,
     file_key_column,
     logical_type,
+    parquet_read_schema,
     physical_name,
-    physical_type,
 )
 from delta_connect_py.errors import (
     CdcStartVersionAfterLatestError,
@@ -529,9 +530,11 @@ def _apply_deletion_vectors(
     return rows
 
 
-def _parquet_schema(data_fields: Sequence[StructField]) -> StructType:
-    """The parquet read schema: physical names and types, plus the cdc files' own column."""
-    physical = [StructField(physical_name(f), physical_type(f.dataType), True) for f in data_fields]
+def _parquet_schema(
+    spark: SparkSession, data_fields: Sequence[StructField], metadata: Metadata
+) -> StructType:
+    """The parquet read schema (see ``parquet_read_schema``), plus the cdc files' own column."""
+    physical = parquet_read_schema(spark, data_fields, metadata.configuration).fields
     return StructType([*physical, StructField(CHANGE_TYPE, StringType())])
 
 
@@ -565,7 +568,7 @@ def changes_frame(
     partitions = metadata.partition_columns
     by_name = {f.name: f for f in schema.fields}
     data_fields = [f for f in schema.fields if f.name not in set(partitions)]
-    read_schema = _parquet_schema(data_fields)
+    read_schema = _parquet_schema(spark, data_fields, metadata)
     locations = sorted({e.location for e in entries})
     data = (
         spark.read.schema(read_schema)

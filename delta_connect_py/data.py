@@ -4,12 +4,13 @@ Responsibility: :func:`snapshot_to_df` (``Snapshot.to_df``) and :func:`select_fi
 files a read with a filter would scan. The plan: the live ``add`` actions' file metadata (path,
 partition values, deletion vector descriptor, and stats only when a filter needs them) is
 collected; files are pruned by partition values and skipped by stats; the survivors are read in
-one ``spark.read.parquet`` with the table's physical schema plus ``_metadata.file_path`` and
-``_metadata.row_index``; partition values (a small broadcast relation keyed by file) are joined
-in and cast to their schema types by Spark; rows named by deletion vectors (decoded in a worker,
-see ``delta_connect_py.worker.dv_rows``; once eagerly, to report bad DVs) are removed with an
-anti-join; physical column names
-become logical ones; finally the filter itself is applied to the rows.
+one ``spark.read.parquet`` with the table's physical schema (columns matched by parquet field
+id in column mapping mode ``id``, see :func:`parquet_read_schema`) plus
+``_metadata.file_path`` and ``_metadata.row_index``; partition values (a small broadcast
+relation keyed by file) are joined in and cast to their schema types by Spark; rows named by
+deletion vectors (decoded in a worker, see ``delta_connect_py.worker.dv_rows``; once eagerly,
+to report bad DVs) are removed with an anti-join; physical column names become logical ones;
+finally the filter itself is applied to the rows.
 
 Partition values: null and ``""`` are null (``__HIVE_DEFAULT_PARTITION__`` appears only in
 directory names, never as a logged value, so it gets no special case); everything else is cast
@@ -29,7 +30,7 @@ import functools
 import json
 import operator
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -61,6 +62,7 @@ from delta_connect_py.protocol.file_filters import (
     predicates_of,
     stats_may_match,
 )
+from delta_connect_py.protocol.properties import column_mapping_mode
 from delta_connect_py.session import translate_server_error
 from delta_connect_py.worker.dv_rows import (
     DV_INPUT_SCHEMA,
@@ -74,6 +76,11 @@ if TYPE_CHECKING:
     from delta_connect_py.snapshot import Snapshot
 
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+COLUMN_MAPPING_ID_KEY = "delta.columnMapping.id"
+#: Spark's field metadata key for a parquet field id, and the setting that makes its parquet
+#: reader match fields by it.
+PARQUET_FIELD_ID_KEY = "parquet.field.id"
+FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 FILE_KEY = "_dcp_file"
 ROW_INDEX = "_dcp_row_index"
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
@@ -129,21 +136,36 @@ def file_key_column(file_path: Column) -> Column:
 # Schemas and column mapping
 
 
-def _renamed(data_type: DataType, name_of: Callable[[StructField], str]) -> DataType:
-    """``data_type`` with every nested struct field named by ``name_of``, metadata dropped."""
+def _no_metadata(field: StructField) -> dict[str, Any]:
+    return {}
+
+
+def _renamed(
+    data_type: DataType,
+    name_of: Callable[[StructField], str],
+    metadata_of: Callable[[StructField], dict[str, Any]] = _no_metadata,
+) -> DataType:
+    """``data_type`` with every nested struct field named by ``name_of`` and given the
+    metadata ``metadata_of`` returns (by default none)."""
     if isinstance(data_type, StructType):
         return StructType(
             [
-                StructField(name_of(f), _renamed(f.dataType, name_of), f.nullable)
+                StructField(
+                    name_of(f),
+                    _renamed(f.dataType, name_of, metadata_of),
+                    f.nullable,
+                    metadata_of(f),
+                )
                 for f in data_type.fields
             ]
         )
     if isinstance(data_type, ArrayType):
-        return ArrayType(_renamed(data_type.elementType, name_of), data_type.containsNull)
+        element = _renamed(data_type.elementType, name_of, metadata_of)
+        return ArrayType(element, data_type.containsNull)
     if isinstance(data_type, MapType):
         return MapType(
-            _renamed(data_type.keyType, name_of),
-            _renamed(data_type.valueType, name_of),
+            _renamed(data_type.keyType, name_of, metadata_of),
+            _renamed(data_type.valueType, name_of, metadata_of),
             data_type.valueContainsNull,
         )
     return data_type
@@ -161,6 +183,43 @@ def logical_type(data_type: DataType) -> DataType:
 
 def physical_name(field: StructField) -> str:
     return str((field.metadata or {}).get(PHYSICAL_NAME_KEY) or field.name)
+
+
+def parquet_read_schema(
+    spark: SparkSession, fields: Sequence[StructField], configuration: Mapping[str, str]
+) -> StructType:
+    """The schema ``fields`` of a table with ``configuration`` are read from parquet with:
+    physical names and types, top-level fields nullable.
+
+    In column mapping mode ``id``, every struct field with a ``delta.columnMapping.id``, nested
+    ones included, carries it as Spark's ``parquet.field.id``, so that Spark matches it to the
+    parquet column of that field id, as the protocol requires of id mode, whatever that column
+    is named in the file (a table converted from Iceberg after a rename, say); a field without
+    an id is matched by name. Spark does so only while ``FIELD_ID_READ_CONF`` is on: this turns
+    it on in ``spark``'s session, and leaves it on, since Spark reads it when a query runs, not
+    when its DataFrame is made (it changes nothing for schemas without ``parquet.field.id``;
+    Spark's own tests run with it on).
+    """
+    by_field_id = column_mapping_mode(configuration) == "id"
+    if by_field_id and spark.conf.get(FIELD_ID_READ_CONF, "false") != "true":
+        spark.conf.set(FIELD_ID_READ_CONF, "true")
+    metadata_of = _field_id_metadata if by_field_id else _no_metadata
+    return StructType(
+        [
+            StructField(
+                physical_name(f),
+                _renamed(f.dataType, physical_name, metadata_of),
+                True,
+                metadata_of(f),
+            )
+            for f in fields
+        ]
+    )
+
+
+def _field_id_metadata(field: StructField) -> dict[str, Any]:
+    field_id = (field.metadata or {}).get(COLUMN_MAPPING_ID_KEY)
+    return {} if field_id is None else {PARQUET_FIELD_ID_KEY: int(field_id)}
 
 
 def _partition_fields(snapshot: Snapshot) -> list[StructField]:
@@ -326,11 +385,8 @@ def _selected_files(
 def _read_parquet(snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
     """The data columns (physical names) of ``files`` plus file key and row index."""
     spark = snapshot.spark
-    read_schema = StructType(
-        [
-            StructField(physical_name(f), physical_type(f.dataType), True)
-            for f in _data_fields(snapshot)
-        ]
+    read_schema = parquet_read_schema(
+        spark, _data_fields(snapshot), snapshot.metadata.configuration
     )
     frame = spark.read.schema(read_schema).parquet(*[escape_glob(f.location) for f in files])
     try:

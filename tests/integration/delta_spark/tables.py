@@ -31,10 +31,8 @@ class OracleTables:
     partitioned: OracleTable
     features: OracleTable
     v2_checkpoint: OracleTable
+    id_mapping: OracleTable
     build_seconds: float
-
-    def all(self) -> list[OracleTable]:
-        return [self.partitioned, self.features, self.v2_checkpoint]
 
 
 def _run(spark: Any, table: OracleTable, operation: str, statement: str) -> None:
@@ -45,7 +43,7 @@ def _run(spark: Any, table: OracleTable, operation: str, statement: str) -> None
 
 
 def build_tables(spark: Any, root: Path) -> OracleTables:
-    """Three tables, each commit one delta-spark operation (``operations[v]`` is version v's),
+    """Four tables, each commit one delta-spark operation (``operations[v]`` is version v's),
     written with as few statements as cover what the comparisons need (each statement costs
     delta-spark several Spark jobs: the phase's largest share after the server starts).
 
@@ -63,6 +61,9 @@ def build_tables(spark: Any, root: Path) -> OracleTables:
     ``v2_checkpoint``: ``delta.checkpointPolicy = v2`` and ``checkpointInterval`` 1: its
     checkpoint at version 1 is a UUID-named V2 checkpoint whose file actions lie in
     ``_sidecars/`` (``partSize`` 3 spreads them over several sidecars).
+
+    ``id_mapping`` (versions 0-2): column mapping mode ``id`` with a nested struct and change
+    data feed; an UPDATE writes cdc files.
     """
     started = time.monotonic()
     spark.conf.set("spark.databricks.delta.checkpoint.partSize", str(PART_SIZE))
@@ -142,4 +143,23 @@ def build_tables(spark: Any, root: Path) -> OracleTables:
     )
     _run(spark, v2, "DELETE", f"DELETE FROM {location} WHERE p = '1'")
     spark.conf.unset("spark.databricks.delta.checkpoint.partSize")
-    return OracleTables(part, feat, v2, time.monotonic() - started)
+
+    ids = OracleTable("id_mapping", root / "id_mapping")
+    location = f"delta.`{ids.path}`"
+    _run(
+        spark,
+        ids,
+        "CREATE TABLE",
+        f"CREATE TABLE {location} (id BIGINT, `my col` STRING, s STRUCT<a: INT, `b c`: STRING>) "
+        "USING delta TBLPROPERTIES (delta.columnMapping.mode = 'id', "
+        "delta.enableChangeDataFeed = true)",
+    )
+    _run(
+        spark,
+        ids,
+        "WRITE",
+        f"INSERT INTO {location} SELECT id, concat('r', id), "
+        "named_struct('a', CAST(id AS INT), 'b c', concat('s', id)) FROM range(0, 8)",
+    )
+    _run(spark, ids, "UPDATE", f"UPDATE {location} SET `my col` = 'updated' WHERE id % 3 = 0")
+    return OracleTables(part, feat, v2, ids, time.monotonic() - started)

@@ -16,6 +16,8 @@ Compared (each at least once; ``make test-delta-spark`` runs them all in CI):
   (``snapshot(timestamp=...)``, ``version_at``) with ``timestampAsOf``'s; at the latest version
   also the files delta-spark reads rows from (``input_file_name()``);
 - ``DeltaTable.load_cdf`` with ``readChangeFeed`` (every column, ``_commit_timestamp`` too);
+- column mapping mode id read by parquet field id: rows and change data feed of a copy whose
+  data and cdc files have their columns renamed (ids kept);
 - ``DeltaTable.history`` with ``DESCRIBE HISTORY`` (every column);
 - interop: delta-spark reads a copy whose only log content is OUR checkpoint (classic and
   multi-part) plus the last commit, and honours the txn action in it; delta-spark time travel
@@ -54,6 +56,7 @@ from delta_connect_py.history import HISTORY_COLUMNS
 from delta_connect_py.protocol.timestamps import format_timestamp_ms
 from delta_connect_py.table import DeltaTable
 from tests.integration.delta_spark.tables import OracleTable, OracleTables
+from tests.parquet_renaming import rewrite_with_renamed_columns
 
 pytestmark = pytest.mark.delta_spark
 
@@ -324,6 +327,40 @@ def test_load_cdf_matches_read_change_feed(
     assert actual.columns == expected.columns
     assert actual.schema == expected.schema
     assert rows_of(actual) == rows_of(expected)
+
+
+def test_id_mode_reads_columns_by_field_id_like_delta_spark(
+    spark: Any, delta_spark: Any, oracle_tables: OracleTables, tmp_path: Path
+) -> None:
+    """Column mapping mode id, in a copy whose data and cdc files were rewritten with their
+    columns renamed (field ids kept): rows and change data feed as delta-spark reads them, by
+    field id."""
+    table = oracle_tables.id_mapping
+    copy = copy_table(table.path, tmp_path / "id_mapping")
+    renamed = [
+        rewrite_with_renamed_columns(path)
+        for path in copy.rglob("*.parquet")
+        if "_delta_log" not in path.parts
+    ]
+    assert len(renamed) >= 3 and all(renamed)  # data files and cdc files, each renamed
+    expected = delta_read(delta_spark, copy)
+    actual = ours(spark, copy).to_df()
+    assert actual.columns == expected.columns == ["id", "my col", "s"]
+    assert rows_of(actual) == rows_of(expected)
+    assert all(row["my col"] is not None and row["s"] is not None for row in actual.collect())
+    expected_changes = (
+        delta_spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", 0)
+        .load(str(copy))
+    )
+    changes = DeltaTable.for_path(spark, str(copy)).load_cdf(0)
+    assert rows_of(changes) == rows_of(expected_changes)
+    assert {row["_change_type"] for row in changes.collect()} == {
+        "insert",
+        "update_preimage",
+        "update_postimage",
+    }
 
 
 @pytest.mark.parametrize("name", CDF_TABLES)
