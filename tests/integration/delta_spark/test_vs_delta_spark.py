@@ -25,8 +25,6 @@ Compared (each at least once; ``make test-delta-spark`` runs them all in CI):
   with the same error classes on both sides for what the cleanup removed.
 
 Known differences (kept visible, not hidden):
-- ``load_cdf`` refuses column-mapping tables (DELTA_CDF_UNSUPPORTED): xfail on ``features``
-  while it does; once column-mapped CDF works the test compares and passes (or fails) as usual.
 - ``history()``'s ``version`` column is non-nullable, delta-spark's is nullable (types compared
   without nullability).
 - delta-spark 4.3 refuses time travel beyond ``delta.deletedFileRetentionDuration``; we do not
