@@ -83,8 +83,8 @@ def file_action(draw: st.DrawFn, path: str) -> dict[str, Any]:
 @st.composite
 def commit(draw: st.DrawFn) -> list[dict[str, Any]]:
     paths = draw(st.lists(st.sampled_from(PATHS), unique=True, max_size=4))
-    # Writers always record commitInfo; a zero-byte commit file is invisible to Spark's file
-    # sources (a documented limitation), so generated commits are never empty.
+    # Writers always record commitInfo, so generated commits are never empty (a zero-byte
+    # commit has a test of its own in test_snapshot).
     actions: list[dict[str, Any]] = [{"commitInfo": {"timestamp": NOW_MS, "operation": "WRITE"}}]
     actions += [draw(file_action(path)) for path in paths]
     for app in draw(st.lists(st.sampled_from(["app-1", "app-2"]), unique=True, max_size=2)):

@@ -124,6 +124,28 @@ def test_truncated_log_before_checkpoint(spark: Any, conformance_table: Any) -> 
     assert "version 7" in str(info.value) and "[10, 13]" in str(info.value)
 
 
+def test_a_zero_byte_commit_of_a_local_log_is_an_empty_version(
+    spark: Any, conformance_table: Any
+) -> None:
+    """A commit file with no actions is a version that changes nothing, as delta-rs reads it.
+
+    A local log is listed by a Python worker, which sees the file; Spark's ``binaryFile``
+    source (the listing of other file systems) drops zero-byte files (README Status).
+    """
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    table = DeltaTable.for_path(spark, str(root))
+    before = table.snapshot()
+    before.state  # noqa: B018 - update() builds on a computed state
+    (root / "_delta_log" / commit_name(14)).write_bytes(b"")
+    latest = table.snapshot()
+    assert latest.version == 14 == RsDeltaTable(str(root)).version()
+    assert latest.state == before.state
+    assert _files(latest) == _files(before) == _rs_files(root, 14)
+    updated = before.update()
+    assert updated.version == 14 and updated.state == before.state
+    assert table.history().where("version = 14").count() == 1
+
+
 def test_corrupt_last_checkpoint_falls_back_to_listing(spark: Any, conformance_table: Any) -> None:
     root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
     (root / "_delta_log" / "_last_checkpoint").write_text('{"version": 10, "size": ')
