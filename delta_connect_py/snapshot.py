@@ -31,7 +31,7 @@ from delta_connect_py.plans.loading import (
 )
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
 from delta_connect_py.plans.replay import ReconstructedState, reconstruct, reconstruct_after
-from delta_connect_py.plans.state import State, compute_state
+from delta_connect_py.plans.state import ComputedState, State, compute_state
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import commit_name
@@ -213,10 +213,16 @@ class Snapshot:
     @cached_property
     def state(self) -> State:
         """delta-spark's computedState (runs one Spark query the first time)."""
-        state = self._plain_keys_state()
-        if state is None:
-            state = self._computed_state(self._keys_checked())
-            assert state is not None  # only an assumption (check_plain_keys) can fail
+        computed = self._state_on_carried_sums() or self._plain_keys_state()
+        if computed is None:
+            computed = self._computed_state(self._keys_checked())
+            assert computed is not None  # only an assumption (check_plain_keys) can fail
+        reconstructed = self._reconstructed
+        if reconstructed.checkpoint is not None:
+            self.__dict__["_reconstructed"] = dataclasses.replace(
+                reconstructed, checkpoint_sums=computed.checkpoint_sums
+            )
+        state = computed.state
         if state.protocol != self.protocol:
             raise StateRecoverError(operation="protocol", version=self.version)
         if state.metadata != self.metadata:
@@ -225,26 +231,50 @@ class Snapshot:
 
     def _computed_state(
         self, reconstructed: ReconstructedState, check_plain_keys: bool = False
-    ) -> State | None:
+    ) -> ComputedState | None:
         config = self.replay_config()
         return compute_state(
             reconstructed.file_actions(config, check_plain_keys),
             reconstructed.non_file_rows(config),
             self.version,
+            config.min_file_retention_timestamp,
         )
 
-    def _plain_keys_state(self) -> State | None:
+    def _plain_keys_state(self) -> ComputedState | None:
         """The state computed on the assumption that the join keys are plain, checked in the
         same query (L: one job fewer, 0.15-0.35 s); None when they are known, or not plain."""
         reconstructed = self._reconstructed
         if reconstructed.plain_keys is not None:
             return None
         assumed = dataclasses.replace(reconstructed, plain_keys=True)
-        state = self._computed_state(assumed, check_plain_keys=True)
+        computed = self._computed_state(assumed, check_plain_keys=True)
         self.__dict__["_reconstructed"] = dataclasses.replace(
-            reconstructed, plain_keys=state is not None
+            reconstructed, plain_keys=computed is not None
         )
-        return state
+        return computed
+
+    def _state_on_carried_sums(self) -> ComputedState | None:
+        """After updates, the state from a query over the replays alone plus the checkpoint
+        sums an earlier full query counted, when no updated key is in the checkpoint (see
+        ``plans.replay``): L, without reading the checkpoint's paths again. None when that does
+        not apply, or a key or a join key assumption fails (then the full query runs)."""
+        config = self.replay_config()
+        if not self._reconstructed.carries_checkpoint_sums(config):
+            return None
+        indexed = self._reconstructed.with_key_index()
+        self.__dict__["_reconstructed"] = indexed
+        keys_unknown = indexed.plain_keys is None
+        assumed = dataclasses.replace(indexed, plain_keys=True) if keys_unknown else indexed
+        computed = compute_state(
+            assumed.replayed_file_actions(config, check_plain_keys=keys_unknown),
+            assumed.non_file_rows(config),
+            self.version,
+            config.min_file_retention_timestamp,
+            carried=indexed.checkpoint_sums,
+        )
+        if computed is not None and keys_unknown:
+            self.__dict__["_reconstructed"] = assumed
+        return computed
 
     def all_files(self) -> DataFrame:
         """Live ``add`` actions, one row each, the protocol's add fields as columns (lazy)."""

@@ -13,6 +13,14 @@ time: the large first replay is neither replayed nor copied again until the seco
 ``MAX_UPDATE_BYTES``. For a checkpoint writer the rows can also carry the typed stats
 (``add.stats_parsed``) the checkpoint was written with.
 
+After updates, the state query need not read the checkpoint again (L: 910k paths, most of its
+time). The sums of the checkpoint rows an earlier state query counted (``checkpoint_sums``) still
+stand when no key of ``updates`` is in the checkpoint: that is checked against hashes of the
+checkpoint's file names kept on the server (``key_index``), and the query then runs over the
+replays alone. An append adds new files, so a polling loop over an appended table takes that
+path; a commit that removes or rewrites a checkpointed file, or tombstones expiring, take the
+full query again.
+
 Invariants: the partition key is a function of the file name that is equal for any two paths whose
 canonical keys are equal (the lower-cased last path segment: canonicalization only changes
 scheme/authority and the case of hex escapes), so all actions of one file key meet in one partition;
@@ -29,7 +37,12 @@ never changes the result. Every file the checkpoint is read from is checked to l
 ``_delta_log`` (``DELTA_LOG_FILE_OUTSIDE_TABLE``) before any state is returned; commit rows are
 checked by the replay worker. Tombstone and transaction retention are applied last, to replayed and
 checkpoint rows alike, so an update whose commit lengthens a retention finds what the earlier replay
-would otherwise have dropped.
+would otherwise have dropped. ``checkpoint_sums`` are the sums of the checkpoint rows that no key
+of ``replayed`` or ``updates`` had when they were counted. New keys only ever join ``updates``
+(a fold moves them into ``replayed`` and drops the sums, since nothing probed the keys it folds),
+so the sums stay exact while every key of ``updates`` misses ``key_index``. Equal file keys have
+equal file name hashes (see the partition key), so a key in the checkpoint always hits; a hit for
+any other reason only costs the full query.
 """
 
 from __future__ import annotations
@@ -63,7 +76,7 @@ from delta_connect_py.plans.spark import (
     struct_fields,
     union_all,
 )
-from delta_connect_py.plans.state import file_action_columns
+from delta_connect_py.plans.state import ASSUMPTION_BROKEN, CheckpointSums, file_action_columns
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
 from delta_connect_py.worker.replay import ReplayConfig, first_foreign_source, replay_partition
 
@@ -85,12 +98,18 @@ STATE_COLUMNS = [field.name for field in STATE_SPARK_SCHEMA.fields]
 _PATH = "_file_path_key"
 _DV_ID = "_file_dv_key"
 _KEY_COLUMNS = [_PATH, _DV_ID]
+_NAME_HASH = "_file_name_hash"
 #: See ``ReconstructedState.rows``.
 PARSED_STATS_COLUMN = "_checkpoint_stats_parsed"
 
 
 def partition_key() -> Column:
     return F.lower(F.substring_index(action_path(), "/", -1))
+
+
+def _file_name_hash() -> Column:
+    """A 64-bit hash of the partition key: equal for equal file keys (see the module)."""
+    return F.xxhash64(partition_key()).alias(_NAME_HASH)
 
 
 def partitions_for(input_bytes: int, maximum: int = DEFAULT_SNAPSHOT_PARTITIONS) -> int:
@@ -129,6 +148,11 @@ class ReconstructedState:
     updates: DataFrame | None = None
     #: Bytes of the commits replayed into ``updates``.
     update_bytes: int = 0
+    #: Sums of the checkpoint rows untouched by the replays' keys when the state was last
+    #: counted in full; None until then, and after a fold (see the module).
+    checkpoint_sums: CheckpointSums | None = None
+    #: Hashes of the checkpoint's file names, kept on the server (``with_key_index``).
+    key_index: DataFrame | None = None
 
     def with_keys_checked(self) -> ReconstructedState:
         """This state with ``plain_keys`` known (one small job over the replay when unknown)."""
@@ -183,10 +207,47 @@ class ReconstructedState:
             )
         )
         untouched = [
-            frame.select(*file_action_columns(tombstone_retained, unchecked))
+            frame.select(*file_action_columns(tombstone_retained, unchecked, from_checkpoint=True))
             for frame in self._checkpoint_untouched()
         ]
         return union_all([*untouched, replayed])
+
+    def carries_checkpoint_sums(self, config: ReplayConfig) -> bool:
+        """Whether a state query may count the checkpoint rows by ``checkpoint_sums``, given
+        that ``updates``'s keys miss the checkpoint (``replayed_file_actions`` checks that)."""
+        return (
+            self.checkpoint is not None
+            and self.updates is not None
+            and self.checkpoint_sums is not None
+            and self.checkpoint_sums.holds_at(config.min_file_retention_timestamp)
+        )
+
+    def with_key_index(self) -> ReconstructedState:
+        """This state with ``key_index`` kept on the server (a job over the checkpoint's paths
+        the first time; later states of a chain of updates keep it)."""
+        if self.key_index is not None or self.checkpoint is None:
+            return self
+        hashes = [
+            frame.where(is_file_action()).select(_file_name_hash())
+            for frame in self.checkpoint.frames
+        ]
+        return dataclasses.replace(self, key_index=materialize(union_all(hashes)))
+
+    def replayed_file_actions(self, config: ReplayConfig, check_plain_keys: bool) -> DataFrame:
+        """``file_actions`` of the replays alone, for a state query that adds
+        ``checkpoint_sums``; a key of ``updates`` whose file name hash ``key_index`` has adds a
+        row breaking the assumption, so that the full query runs instead."""
+        assert self.key_index is not None and self.updates is not None
+        keys = self.updates.where(is_file_action()).select(_file_name_hash())
+        in_checkpoint = self.key_index.join(F.broadcast(keys), on=_NAME_HASH, how="left_semi")
+        return (
+            dataclasses.replace(self, checkpoint=None)
+            .file_actions(config, check_plain_keys)
+            .unionByName(
+                in_checkpoint.select(F.lit(True).alias(ASSUMPTION_BROKEN)),
+                allowMissingColumns=True,
+            )
+        )
 
     def _checkpoint_untouched(self, stats_parsed: StructType | None = None) -> list[DataFrame]:
         """The checkpoint's file actions no replayed action has the key of (see the module)."""
@@ -314,7 +375,11 @@ def _folded(state: ReconstructedState, num_partitions: int | None) -> Reconstruc
     rows = dataclasses.replace(state, plain_keys=False)._replayed_rows()
     partitions = num_partitions or partitions_for(state.replayed_bytes)
     return dataclasses.replace(
-        state, replayed=materialize(rows.coalesce(partitions)), updates=None, update_bytes=0
+        state,
+        replayed=materialize(rows.coalesce(partitions)),
+        updates=None,
+        update_bytes=0,
+        checkpoint_sums=None,
     )
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -28,6 +30,7 @@ from tests.histories import (
     DAY_MS,
     DELETION_VECTORS,
     NOW_MS,
+    commit,
     first_commit,
     history,
     normalized,
@@ -294,4 +297,120 @@ def test_retention_horizons_are_exclusive_for_checkpoint_and_replayed_rows(spark
         assert snapshot.transactions == {"c-after": 1, "r-after": 1}
         assert snapshot.state.num_of_removes == 2
         assert snapshot.state.num_of_set_transactions == 2
+        assert _ours(snapshot) == _reference(commits, snapshot)
+
+
+@contextmanager
+def _clock(start_ms: int) -> Iterator[list[int]]:
+    """Snapshots taken inside the block are taken at ``clock[0]`` (tombstone retention's now)."""
+    clock = [start_ms]
+    with (
+        mock.patch("delta_connect_py.snapshot.now_ms", lambda: clock[0]),
+        mock.patch("delta_connect_py.table.now_ms", lambda: clock[0]),
+    ):
+        yield clock
+
+
+def _state_counting_checkpoint_reads(snapshot: Any) -> tuple[Any, bool]:
+    """The snapshot's state, and whether its query read the checkpoint's rows."""
+    with mock.patch.object(replay, "_unreplayed_files", wraps=replay._unreplayed_files) as read:
+        state = snapshot.state
+    return state, read.called
+
+
+def _metadata_with(configuration: dict[str, str]) -> dict[str, Any]:
+    metadata = first_commit()[1]
+    metadata["metaData"]["configuration"] = configuration
+    return metadata
+
+
+def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(spark: Any) -> None:
+    """After update(), a state whose new keys are not in the checkpoint is counted over the
+    replays plus the checkpoint sums of the last full query; a retention horizon moved back,
+    a counted checkpoint tombstone expiring, and a checkpointed file removed each make the full
+    query run again. Every state equals the reference replay's."""
+
+    def tombstone(path: str, deleted_at: int) -> dict[str, Any]:
+        return {"remove": {"path": path, "deletionTimestamp": deleted_at, "dataChange": True}}
+
+    checkpointed = [
+        *(_file("add", name) for name in ("a.parquet", "b.parquet", "c%20d.parquet")),
+        tombstone("counted.parquet", NOW_MS - 6 * DAY_MS),  # within the default 7 days
+        tombstone("expired.parquet", NOW_MS - 10 * DAY_MS),
+    ]
+    commits = [first_commit(), checkpointed, [_file("add", "r.parquet")]]
+    # (commit, clock, whether its state query reads the checkpoint)
+    steps: list[tuple[list[dict[str, Any]], int, bool]] = [
+        ([_file("add", "new-1.parquet")], NOW_MS, False),
+        # A longer retention: the tombstone expired before counts again.
+        (
+            [
+                _metadata_with({"delta.deletedFileRetentionDuration": "interval 30 days"}),
+                _file("add", "new-2.parquet"),
+            ],
+            NOW_MS + DAY_MS,
+            True,
+        ),
+        ([_file("add", "new-3.parquet"), _file("remove", "new-1.parquet")], NOW_MS + DAY_MS, False),
+        ([_file("add", "new-4.parquet")], NOW_MS + 21 * DAY_MS, True),  # one counted expires
+        ([_file("remove", "b.parquet")], NOW_MS + 21 * DAY_MS, True),  # a checkpointed file
+    ]
+    with tempfile.TemporaryDirectory() as tmp, _clock(NOW_MS) as clock:
+        write_log(Path(tmp), commits)
+        table = DeltaTable.for_path(spark, tmp)
+        _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
+        snapshot = table.snapshot()
+        assert _sums(snapshot.state) == _reference_sums(commits, snapshot) == (28, 4, 1, 0)
+        for commit, now, reads_checkpoint in steps:
+            commits.append(commit)
+            write_log(Path(tmp), commits)
+            clock[0] = now
+            snapshot = snapshot.update()
+            assert snapshot.previous is not None
+            state, read = _state_counting_checkpoint_reads(snapshot)
+            assert read is reads_checkpoint, commit
+            assert _sums(state) == _reference_sums(commits, snapshot)
+            assert state == table.snapshot().state
+            assert _ours(snapshot) == _reference(commits, snapshot)
+        assert _sums(snapshot.state) == (42, 6, 3, 0)  # 8 adds of 7 bytes, less b and new-1
+
+
+@st.composite
+def _appends_or_commits(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Mostly new files (as appends write them), now and then any commit of ``history``."""
+    if draw(st.integers(0, 3)) == 0:
+        return draw(commit())
+    names = draw(st.lists(st.uuids(), min_size=1, max_size=3))
+    return [_file("add", f"new-{name}.parquet") for name in names]
+
+
+@SETTINGS
+@given(
+    commits=history(max_commits=4),
+    updates=st.lists(
+        st.tuples(_appends_or_commits(), st.sampled_from([0, DAY_MS, 3 * DAY_MS])),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_a_chain_of_updates_on_a_checkpoint_equals_the_reference(
+    spark: Any,
+    commits: list[list[dict[str, Any]]],
+    updates: list[tuple[list[dict[str, Any]], int]],
+) -> None:
+    """update() after appends and other commits over a checkpointed table, the clock moving on
+    between them (tombstones expire): each state, counted on the checkpoint's earlier sums or
+    in full, equals the reference replay's."""
+    with tempfile.TemporaryDirectory() as tmp, _clock(NOW_MS) as clock:
+        write_log(Path(tmp), commits)
+        table = DeltaTable.for_path(spark, tmp)
+        _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, len(commits) - 1)
+        snapshot = table.snapshot()
+        assert _sums(snapshot.state) == _reference_sums(commits, snapshot)
+        for commit_actions, clock_step in updates:
+            commits.append(commit_actions)
+            write_log(Path(tmp), commits)
+            clock[0] += clock_step
+            snapshot = snapshot.update()
+            assert _sums(snapshot.state) == _reference_sums(commits, snapshot)
         assert _ours(snapshot) == _reference(commits, snapshot)

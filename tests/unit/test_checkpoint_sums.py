@@ -1,0 +1,30 @@
+"""``CheckpointSums.holds_at``: when an earlier count of checkpoint tombstones still holds."""
+
+from __future__ import annotations
+
+import pytest
+
+from delta_connect_py.plans.state import CheckpointSums
+
+
+def _sums(horizon: int | None, oldest: int | None) -> CheckpointSums:
+    return CheckpointSums(100, 3, 1 if oldest is not None else 0, horizon, oldest)
+
+
+@pytest.mark.parametrize(
+    ("horizon", "oldest", "later", "holds"),
+    [
+        (1_000, 5_000, 1_000, True),  # same horizon
+        (1_000, 5_000, 4_999, True),  # the oldest counted tombstone still after it
+        (1_000, 5_000, 5_000, False),  # exactly at the horizon: expired (exclusive)
+        (1_000, 5_000, 9_000, False),
+        (1_000, None, 9_000, True),  # no tombstone counted: none can expire
+        (1_000, None, 999, False),  # horizon back: an uncounted tombstone may count now
+        (1_000, 5_000, 999, False),
+        (None, None, None, True),  # every tombstone counted, then and now
+        (None, 5_000, 1_000, False),
+        (1_000, None, None, False),
+    ],
+)
+def test_holds_at(horizon: int | None, oldest: int | None, later: int | None, holds: bool) -> None:
+    assert _sums(horizon, oldest).holds_at(later) is holds
