@@ -326,6 +326,49 @@ def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None
     assert {unquote(p) for p, _, _ in _state_view(again)[5]} == _rs_files(root)
 
 
+def test_a_polling_loop_over_a_checkpointed_delta_rs_table_matches_delta_rs(
+    spark: Any, tmp_path: Path
+) -> None:
+    """update() over a table delta-rs writes and checkpoints: the appends' states count the
+    checkpoint by the earlier full query's sums (the checkpoint is not read again), a delete
+    and a compaction of checkpointed files read it; every state equals a fresh snapshot's, and
+    its files delta-rs's."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from delta_connect_py.plans import replay
+
+    root = tmp_path / "t"
+    for number in range(3):
+        rows = pa.table({"id": [number, number + 10], "p": ["a", "b"]})
+        write_deltalake(str(root), rows, partition_by=["p"], mode="append")
+    RsDeltaTable(str(root)).create_checkpoint()
+    table = DeltaTable.for_path(spark, str(root))
+    snapshot = table.snapshot()
+    assert snapshot.segment.checkpoint is not None and snapshot.state.num_of_files == 6
+
+    def append() -> None:
+        write_deltalake(str(root), pa.table({"id": [7], "p": ["c"]}), mode="append")
+
+    steps = [
+        (append, False),
+        (append, False),
+        (lambda: RsDeltaTable(str(root)).delete("p = 'a'"), True),
+        (lambda: RsDeltaTable(str(root)).optimize.compact(), True),
+    ]
+    for change, reads_checkpoint in steps:
+        change()
+        snapshot = snapshot.update()
+        assert snapshot.previous is not None  # built on the earlier state
+        with mock.patch.object(
+            replay, "_unreplayed_files", wraps=replay._unreplayed_files
+        ) as checkpoint_read:
+            snapshot.state  # noqa: B018 - the state query this test is about
+        assert checkpoint_read.called is reads_checkpoint
+        assert _state_view(snapshot) == _state_view(table.snapshot())
+        assert {unquote(p) for p, _, _ in _state_view(snapshot)[5]} == _rs_files(root)
+
+
 @pytest.mark.parametrize("max_update_bytes", [0, 1 << 20])
 def test_a_chain_of_updates_keeps_one_small_replay_beside_the_first(
     spark: Any, tmp_path: Path, max_update_bytes: int
