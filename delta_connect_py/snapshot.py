@@ -218,9 +218,9 @@ class Snapshot:
             computed = self._computed_state(self._keys_checked())
             assert computed is not None  # only an assumption (check_plain_keys) can fail
         reconstructed = self._reconstructed
-        if reconstructed.checkpoint is not None:
+        if reconstructed.checkpoint is not None:  # the sums now stand for every replayed key
             self.__dict__["_reconstructed"] = dataclasses.replace(
-                reconstructed, checkpoint_sums=computed.checkpoint_sums
+                reconstructed, checkpoint_sums=computed.checkpoint_sums, unprobed=None
             )
         state = computed.state
         if state.protocol != self.protocol:

@@ -38,9 +38,10 @@ never changes the result. Every file the checkpoint is read from is checked to l
 checked by the replay worker. Tombstone and transaction retention are applied last, to replayed and
 checkpoint rows alike, so an update whose commit lengthens a retention finds what the earlier replay
 would otherwise have dropped. ``checkpoint_sums`` are the sums of the checkpoint rows that no key
-of ``replayed`` or ``updates`` had when they were counted. New keys only ever join ``updates``
-(a fold moves them into ``replayed`` and drops the sums, since nothing probed the keys it folds),
-so the sums stay exact while every key of ``updates`` misses ``key_index``. Equal file keys have
+of ``replayed`` or ``updates`` had when they were counted. New keys only ever join ``updates``;
+a fold moves them into ``replayed`` and keeps the folded replay as ``unprobed`` until a state
+query has probed its keys (a second fold before that drops the sums). So the sums stay exact while
+every key of ``updates`` and ``unprobed`` misses ``key_index``. Equal file keys have
 equal file name hashes (see the partition key), so a key in the checkpoint always hits; a hit for
 any other reason only costs the full query.
 """
@@ -149,10 +150,12 @@ class ReconstructedState:
     #: Bytes of the commits replayed into ``updates``.
     update_bytes: int = 0
     #: Sums of the checkpoint rows untouched by the replays' keys when the state was last
-    #: counted in full; None until then, and after a fold (see the module).
+    #: counted in full; None until then (see the module).
     checkpoint_sums: CheckpointSums | None = None
     #: Hashes of the checkpoint's file names, kept on the server (``with_key_index``).
     key_index: DataFrame | None = None
+    #: An ``updates`` folded into ``replayed`` whose keys no state query has probed yet.
+    unprobed: DataFrame | None = None
 
     def with_keys_checked(self) -> ReconstructedState:
         """This state with ``plain_keys`` known (one small job over the replay when unknown)."""
@@ -217,10 +220,14 @@ class ReconstructedState:
         that ``updates``'s keys miss the checkpoint (``replayed_file_actions`` checks that)."""
         return (
             self.checkpoint is not None
-            and self.updates is not None
+            and bool(self._unprobed_layers())
             and self.checkpoint_sums is not None
             and self.checkpoint_sums.holds_at(config.min_file_retention_timestamp)
         )
+
+    def _unprobed_layers(self) -> list[DataFrame]:
+        """The replays whose keys joined since ``checkpoint_sums`` were counted or probed."""
+        return [layer for layer in (self.unprobed, self.updates) if layer is not None]
 
     def with_key_index(self) -> ReconstructedState:
         """This state with ``key_index`` kept on the server (a job over the checkpoint's paths
@@ -235,10 +242,16 @@ class ReconstructedState:
 
     def replayed_file_actions(self, config: ReplayConfig, check_plain_keys: bool) -> DataFrame:
         """``file_actions`` of the replays alone, for a state query that adds
-        ``checkpoint_sums``; a key of ``updates`` whose file name hash ``key_index`` has adds a
-        row breaking the assumption, so that the full query runs instead."""
-        assert self.key_index is not None and self.updates is not None
-        keys = self.updates.where(is_file_action()).select(_file_name_hash())
+        ``checkpoint_sums``; a key of ``updates`` or ``unprobed`` whose file name hash
+        ``key_index`` has adds a row breaking the assumption, so that the full query runs
+        instead."""
+        assert self.key_index is not None
+        keys = union_all(
+            [
+                layer.where(is_file_action()).select(_file_name_hash())
+                for layer in self._unprobed_layers()
+            ]
+        )
         in_checkpoint = self.key_index.join(F.broadcast(keys), on=_NAME_HASH, how="left_semi")
         return (
             dataclasses.replace(self, checkpoint=None)
@@ -374,12 +387,16 @@ def _folded(state: ReconstructedState, num_partitions: int | None) -> Reconstruc
     # Canonical keys, whatever plain_keys says: exact before the keys are known.
     rows = dataclasses.replace(state, plain_keys=False)._replayed_rows()
     partitions = num_partitions or partitions_for(state.replayed_bytes)
+    # The folded keys are probed by the next state query; keeping more than one folded
+    # replay alive for that is not worth it.
+    keeps_sums = state.checkpoint_sums is not None and state.unprobed is None
     return dataclasses.replace(
         state,
         replayed=materialize(rows.coalesce(partitions)),
         updates=None,
         update_bytes=0,
-        checkpoint_sums=None,
+        checkpoint_sums=state.checkpoint_sums if keeps_sums else None,
+        unprobed=state.updates if keeps_sums else None,
     )
 
 

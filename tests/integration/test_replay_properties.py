@@ -325,11 +325,15 @@ def _metadata_with(configuration: dict[str, str]) -> dict[str, Any]:
     return metadata
 
 
-def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(spark: Any) -> None:
+@pytest.mark.parametrize("max_update_bytes", [replay.MAX_UPDATE_BYTES, 0])
+def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
+    spark: Any, max_update_bytes: int
+) -> None:
     """After update(), a state whose new keys are not in the checkpoint is counted over the
-    replays plus the checkpoint sums of the last full query; a retention horizon moved back,
-    a counted checkpoint tombstone expiring, and a checkpointed file removed each make the full
-    query run again. Every state equals the reference replay's."""
+    replays plus the checkpoint sums of the last full query, also when each update folds its
+    replay into the first; a retention horizon moved back, a counted checkpoint tombstone
+    expiring, and a checkpointed file removed each make the full query run again. Every state
+    equals the reference replay's."""
 
     def tombstone(path: str, deleted_at: int) -> dict[str, Any]:
         return {"remove": {"path": path, "deletionTimestamp": deleted_at, "dataChange": True}}
@@ -356,7 +360,11 @@ def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(spark: A
         ([_file("add", "new-4.parquet")], NOW_MS + 21 * DAY_MS, True),  # one counted expires
         ([_file("remove", "b.parquet")], NOW_MS + 21 * DAY_MS, True),  # a checkpointed file
     ]
-    with tempfile.TemporaryDirectory() as tmp, _clock(NOW_MS) as clock:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        _clock(NOW_MS) as clock,
+        mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
+    ):
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
@@ -376,6 +384,32 @@ def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(spark: A
         assert _sums(snapshot.state) == (42, 6, 3, 0)  # 8 adds of 7 bytes, less b and new-1
 
 
+def test_keys_folded_twice_before_a_state_query_are_not_lost(spark: Any) -> None:
+    """Two folds before any state query (the rows asked for instead, which keeps the chain of
+    updates): the first folded replay removed a checkpointed file, so the state after the second
+    must not be counted on the earlier checkpoint sums."""
+    checkpointed = [_file("add", name) for name in ("a.parquet", "b.parquet")]
+    commits = [first_commit(), checkpointed]
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        mock.patch.object(replay, "MAX_UPDATE_BYTES", 0),  # every update folds
+    ):
+        write_log(Path(tmp), commits)
+        table = DeltaTable.for_path(spark, tmp)
+        _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
+        snapshot = table.snapshot()
+        assert snapshot.state.num_of_files == 2
+        for actions in ([_file("remove", "a.parquet")], [_file("add", "new.parquet")]):
+            commits.append(actions)
+            write_log(Path(tmp), commits)
+            snapshot = snapshot.update()
+            assert snapshot.previous is not None
+            snapshot.state_df()
+        state, read = _state_counting_checkpoint_reads(snapshot)
+        assert _sums(state) == _reference_sums(commits, snapshot) == (14, 2, 1, 0)
+        assert read
+
+
 @st.composite
 def _appends_or_commits(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Mostly new files (as appends write them), now and then any commit of ``history``."""
@@ -389,29 +423,44 @@ def _appends_or_commits(draw: st.DrawFn) -> list[dict[str, Any]]:
 @given(
     commits=history(max_commits=4),
     updates=st.lists(
-        st.tuples(_appends_or_commits(), st.sampled_from([0, DAY_MS, 3 * DAY_MS])),
+        st.tuples(
+            _appends_or_commits(),
+            st.sampled_from([0, DAY_MS, 3 * DAY_MS]),
+            st.booleans(),
+        ),
         min_size=1,
         max_size=5,
     ),
+    max_update_bytes=st.sampled_from([0, 1 << 20]),
 )
 def test_a_chain_of_updates_on_a_checkpoint_equals_the_reference(
     spark: Any,
     commits: list[list[dict[str, Any]]],
-    updates: list[tuple[list[dict[str, Any]], int]],
+    updates: list[tuple[list[dict[str, Any]], int, bool]],
+    max_update_bytes: int,
 ) -> None:
     """update() after appends and other commits over a checkpointed table, the clock moving on
-    between them (tombstones expire): each state, counted on the checkpoint's earlier sums or
-    in full, equals the reference replay's."""
-    with tempfile.TemporaryDirectory() as tmp, _clock(NOW_MS) as clock:
+    between them (tombstones expire), the updates' replay folded each time or kept, and the
+    state queried after some updates only: each state, counted on the checkpoint's earlier
+    sums or in full, equals the reference replay's."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        _clock(NOW_MS) as clock,
+        mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
+    ):
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, len(commits) - 1)
         snapshot = table.snapshot()
         assert _sums(snapshot.state) == _reference_sums(commits, snapshot)
-        for commit_actions, clock_step in updates:
+        for commit_actions, clock_step, query_state in updates:
             commits.append(commit_actions)
             write_log(Path(tmp), commits)
             clock[0] += clock_step
             snapshot = snapshot.update()
-            assert _sums(snapshot.state) == _reference_sums(commits, snapshot)
+            if query_state:
+                assert _sums(snapshot.state) == _reference_sums(commits, snapshot)
+            else:  # the rows only: the next update still builds on this state
+                snapshot.state_df()
+        assert _sums(snapshot.state) == _reference_sums(commits, snapshot)
         assert _ours(snapshot) == _reference(commits, snapshot)
