@@ -40,10 +40,10 @@ checkpoint rows alike, so an update whose commit lengthens a retention finds wha
 would otherwise have dropped. ``checkpoint_sums`` are the sums of the checkpoint rows that no key
 of ``replayed`` or ``updates`` had when they were counted. New keys only ever join ``updates``;
 a fold moves them into ``replayed`` and keeps the folded replay as ``unprobed`` until a state
-query has probed its keys (a second fold before that drops the sums). So the sums stay exact while
-every key of ``updates`` and ``unprobed`` misses ``key_index``. Equal file keys have
-equal file name hashes (see the partition key), so a key in the checkpoint always hits; a hit for
-any other reason only costs the full query.
+query has probed its keys (a second fold before that drops the sums). So the sums stay exact
+while every key of ``updates`` and ``unprobed`` misses ``key_index``. Equal file keys have equal
+file name hashes (see the partition key), so a key in the checkpoint always hits; a hit for any
+other reason only costs the full query.
 """
 
 from __future__ import annotations
