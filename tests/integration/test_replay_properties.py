@@ -312,6 +312,24 @@ def _clock(start_ms: int) -> Iterator[list[int]]:
         yield clock
 
 
+@contextmanager
+def _checkpointed(
+    spark: Any, commits: list[list[dict[str, Any]]], version: int, max_update_bytes: int
+) -> Iterator[tuple[Path, Any, list[int]]]:
+    """A table of ``commits`` with a reference checkpoint at ``version``: its directory, the
+    ``DeltaTable``, and the clock its snapshots are taken at (``_clock``, from ``NOW_MS``), with
+    ``MAX_UPDATE_BYTES`` patched to ``max_update_bytes``."""
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        _clock(NOW_MS) as clock,
+        mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
+    ):
+        write_log(Path(tmp), commits)
+        table = DeltaTable.for_path(spark, tmp)
+        _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, version)
+        yield Path(tmp), table, clock
+
+
 def _state_counting_checkpoint_reads(snapshot: Any) -> tuple[Any, bool]:
     """The snapshot's state, and whether its query read the checkpoint's rows."""
     with mock.patch.object(replay, "_unreplayed_files", wraps=replay._unreplayed_files) as read:
@@ -360,19 +378,12 @@ def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
         ([_file("add", "new-4.parquet")], NOW_MS + 21 * DAY_MS, True),  # one counted expires
         ([_file("remove", "b.parquet")], NOW_MS + 21 * DAY_MS, True),  # a checkpointed file
     ]
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        _clock(NOW_MS) as clock,
-        mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
-    ):
-        write_log(Path(tmp), commits)
-        table = DeltaTable.for_path(spark, tmp)
-        _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
+    with _checkpointed(spark, commits, 1, max_update_bytes) as (tmp, table, clock):
         snapshot = table.snapshot()
         assert _sums(snapshot.state) == _reference_sums(commits, snapshot) == (28, 4, 1, 0)
         for actions, now, reads_checkpoint in steps:
             commits.append(actions)
-            write_log(Path(tmp), commits)
+            write_log(tmp, commits)
             clock[0] = now
             snapshot = snapshot.update()
             assert snapshot.previous is not None
@@ -390,18 +401,12 @@ def test_keys_folded_twice_before_a_state_query_are_not_lost(spark: Any) -> None
     must not be counted on the earlier checkpoint sums."""
     checkpointed = [_file("add", name) for name in ("a.parquet", "b.parquet")]
     commits = [first_commit(), checkpointed]
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        mock.patch.object(replay, "MAX_UPDATE_BYTES", 0),  # every update folds
-    ):
-        write_log(Path(tmp), commits)
-        table = DeltaTable.for_path(spark, tmp)
-        _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
+    with _checkpointed(spark, commits, 1, max_update_bytes=0) as (tmp, table, _):  # folds each
         snapshot = table.snapshot()
         assert snapshot.state.num_of_files == 2
         for actions in ([_file("remove", "a.parquet")], [_file("add", "new.parquet")]):
             commits.append(actions)
-            write_log(Path(tmp), commits)
+            write_log(tmp, commits)
             snapshot = snapshot.update()
             assert snapshot.previous is not None
             snapshot.state_df()
@@ -443,19 +448,12 @@ def test_a_chain_of_updates_on_a_checkpoint_equals_the_reference(
     between them (tombstones expire), the updates' replay folded each time or kept, and the
     state queried after some updates only: each state, counted on the checkpoint's earlier
     sums or in full, equals the reference replay's."""
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        _clock(NOW_MS) as clock,
-        mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
-    ):
-        write_log(Path(tmp), commits)
-        table = DeltaTable.for_path(spark, tmp)
-        _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, len(commits) - 1)
+    with _checkpointed(spark, commits, len(commits) - 1, max_update_bytes) as (tmp, table, clock):
         snapshot = table.snapshot()
         assert _sums(snapshot.state) == _reference_sums(commits, snapshot)
         for commit_actions, clock_step, query_state in updates:
             commits.append(commit_actions)
-            write_log(Path(tmp), commits)
+            write_log(tmp, commits)
             clock[0] += clock_step
             snapshot = snapshot.update()
             if query_state:
