@@ -31,7 +31,7 @@ from delta_connect_py.plans.loading import (
 )
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
 from delta_connect_py.plans.replay import ReconstructedState, reconstruct, reconstruct_after
-from delta_connect_py.plans.state import ComputedState, State, compute_state
+from delta_connect_py.plans.state import CheckpointSums, ComputedState, State, compute_state
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import commit_name
@@ -230,14 +230,25 @@ class Snapshot:
         return state
 
     def _computed_state(
-        self, reconstructed: ReconstructedState, check_plain_keys: bool = False
+        self,
+        reconstructed: ReconstructedState,
+        check_plain_keys: bool = False,
+        carried: CheckpointSums | None = None,
     ) -> ComputedState | None:
+        """The state query over every file action, or with ``carried`` checkpoint sums over
+        the replayed ones alone (``ReconstructedState.replayed_file_actions``)."""
         config = self.replay_config()
+        file_actions = (
+            reconstructed.file_actions(config, check_plain_keys)
+            if carried is None
+            else reconstructed.replayed_file_actions(config, check_plain_keys)
+        )
         return compute_state(
-            reconstructed.file_actions(config, check_plain_keys),
+            file_actions,
             reconstructed.non_file_rows(config),
             self.version,
             config.min_file_retention_timestamp,
+            carried,
         )
 
     def _plain_keys_state(self) -> ComputedState | None:
@@ -258,20 +269,13 @@ class Snapshot:
         sums an earlier full query counted, when no updated key is in the checkpoint (see
         ``plans.replay``): L, without reading the checkpoint's paths again. None when that does
         not apply, or a key or a join key assumption fails (then the full query runs)."""
-        config = self.replay_config()
-        if not self._reconstructed.carries_checkpoint_sums(config):
+        if not self._reconstructed.carries_checkpoint_sums(self.replay_config()):
             return None
         indexed = self._reconstructed.with_key_index()
         self.__dict__["_reconstructed"] = indexed
         keys_unknown = indexed.plain_keys is None
         assumed = dataclasses.replace(indexed, plain_keys=True) if keys_unknown else indexed
-        computed = compute_state(
-            assumed.replayed_file_actions(config, check_plain_keys=keys_unknown),
-            assumed.non_file_rows(config),
-            self.version,
-            config.min_file_retention_timestamp,
-            carried=indexed.checkpoint_sums,
-        )
+        computed = self._computed_state(assumed, keys_unknown, carried=indexed.checkpoint_sums)
         if computed is not None and keys_unknown:
             self.__dict__["_reconstructed"] = assumed
         return computed

@@ -217,7 +217,8 @@ class ReconstructedState:
 
     def carries_checkpoint_sums(self, config: ReplayConfig) -> bool:
         """Whether a state query may count the checkpoint rows by ``checkpoint_sums``, given
-        that ``updates``'s keys miss the checkpoint (``replayed_file_actions`` checks that)."""
+        that the keys of ``updates`` and ``unprobed`` miss the checkpoint
+        (``replayed_file_actions`` checks that)."""
         return (
             self.checkpoint is not None
             and bool(self._unprobed_layers())
