@@ -12,11 +12,17 @@ fresh ``/tmp/ckpt-bench-*`` folder, removed afterwards), made once and reset bet
 source's checkpoints, so both writers start from the same newest checkpoint;
 ``--without-checkpoints`` drops them (both then replay every commit). ``--steady-state`` first
 checkpoints each copy with our writer and adds one commit, untimed: the timed checkpoints then
-start from a checkpoint holding typed stats (``stats_parsed``), as after delta-spark's.
+start from a checkpoint holding typed stats (``stats_parsed``), as after delta-spark's
+(unless ``--stats-as-struct false``).
+``--stats-as-struct true|false`` first sets ``delta.checkpoint.writeStatsAsStruct`` on both
+copies (a delta-rs ``ALTER``, untimed), so that both writers write the same columns: unset, we
+write ``stats_parsed`` (delta-spark's default) and delta-rs does not (PROTOCOL.md's default).
 
 Prints, per writer, the median seconds and every run; for ours also the phases (snapshot:
 listing and protocol/metadata; state: replay and computedState; write: parquet, rename and
-hint), the checkpoint's action count, and whether delta-rs loads our result.
+hint), the checkpoint's action count, and whether delta-rs loads our result. The ratio is the
+median of each run's ratio (ours against delta-rs's run right after it), so that the machine's
+speed drifting during a run moves both sides of a ratio alike.
 """
 
 from __future__ import annotations
@@ -84,8 +90,9 @@ def _theirs(copy: Path) -> float:
 
 
 def _steady_state(spark: Any, copy: Path) -> None:
-    """Checkpoint the copy's latest version with our writer (typed stats included, as
-    delta-spark writes them), then add one commit: the next checkpoint starts from it."""
+    """Checkpoint the copy's latest version with our writer (typed stats included unless the
+    table turns them off, as delta-spark writes them), then add one commit copying two adds of
+    the newest commit that has any: the next checkpoint starts from it."""
     import json
 
     from delta_connect_py import DeltaTable
@@ -93,18 +100,35 @@ def _steady_state(spark: Any, copy: Path) -> None:
 
     table = DeltaTable.for_path(spark, str(copy))
     version = table.create_checkpoint().version
-    last = (copy / "_delta_log" / commit_name(version)).read_text().splitlines()
-    adds = [json.loads(line) for line in last if line.startswith('{"add"')][:2]
+    adds: list[dict[str, Any]] = []
+    for earlier in range(version, -1, -1):  # the newest commit that adds files
+        lines = (copy / "_delta_log" / commit_name(earlier)).read_text().splitlines()
+        adds = [json.loads(line) for line in lines if line.startswith('{"add"')][:2]
+        if adds:
+            break
     for number, action in enumerate(adds):
         action["add"]["path"] = f"steady-state-{number}.parquet"
     lines = [json.dumps(action) for action in adds]
     (copy / "_delta_log" / commit_name(version + 1)).write_text("\n".join(lines) + "\n")
 
 
+def _set_stats_as_struct(copy: Path, value: str) -> None:
+    import deltalake
+
+    properties = {"delta.checkpoint.writeStatsAsStruct": value}
+    deltalake.DeltaTable(str(copy)).alter.set_table_properties(properties)
+
+
 def _prepare(
-    source: Path, target: Path, without: bool, steady_state: Callable[[Path], None] | None = None
+    source: Path,
+    target: Path,
+    without: bool,
+    steady_state: Callable[[Path], None] | None = None,
+    stats_as_struct: str | None = None,
 ) -> tuple[set[str], bytes | None]:
     _copy(source, target, without)
+    if stats_as_struct is not None:
+        _set_stats_as_struct(target, stats_as_struct)
     if steady_state is not None:
         steady_state(target)
     # The copy's dirty pages would otherwise be written back during the first timed run.
@@ -130,6 +154,12 @@ def main() -> None:
         action="store_true",
         help="first checkpoint the copy with our writer and add one commit (untimed)",
     )
+    parser.add_argument(
+        "--stats-as-struct",
+        choices=("true", "false"),
+        default=None,
+        help="set delta.checkpoint.writeStatsAsStruct on both copies first (untimed)",
+    )
     args = parser.parse_args()
 
     import deltalake
@@ -142,8 +172,10 @@ def main() -> None:
     ours_copy, theirs_copy = work / "ours", work / "delta-rs"
     try:
         steady = (lambda copy: _steady_state(spark, copy)) if args.steady_state else None
-        ours_state = _prepare(args.table, ours_copy, args.without_checkpoints, steady)
-        theirs_state = _prepare(args.table, theirs_copy, args.without_checkpoints, steady)
+        ours_state, theirs_state = (
+            _prepare(args.table, copy, args.without_checkpoints, steady, args.stats_as_struct)
+            for copy in (ours_copy, theirs_copy)
+        )
         runs: list[dict[str, float]] = []
         theirs: list[float] = []
         result = loaded = None
@@ -168,7 +200,8 @@ def main() -> None:
     median_ours, median_theirs = statistics.median(ours), statistics.median(theirs)
     print(f"delta_connect_py create_checkpoint: median {median_ours:.2f} s {ours}")
     print(f"delta-rs create_checkpoint:        median {median_theirs:.2f} s {theirs}")
-    print(f"ratio ours / delta-rs: {median_ours / median_theirs:.2f}x")
+    ratios = [round(mine / other, 2) for mine, other in zip(ours, theirs, strict=True)]
+    print(f"ratio ours / delta-rs: {statistics.median(ratios):.2f}x (runs {ratios})")
 
 
 if __name__ == "__main__":
