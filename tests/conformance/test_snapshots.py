@@ -192,3 +192,11 @@ def test_dat_version_metadata(spark: Any, expected_file: Path) -> None:
     assert snapshot.protocol.min_reader_version == expected["min_reader_version"]
     assert snapshot.protocol.min_writer_version == expected["min_writer_version"]
     assert dict(snapshot.metadata.configuration) == expected["properties"]
+
+
+def test_the_conformance_tables_are_found() -> None:
+    """Without the tables every parametrized test above is skipped, and a run would look green
+    while checking nothing."""
+    where = f"{CONFORMANCE} (put ../shared beside the repository, or set DELTA_CONFORMANCE_DIR)"
+    assert len(INDEX) >= 100, f"expected 100+ conformance tables in {where}, found {len(INDEX)}"
+    assert DAT_CASES, f"no dat cases under {where}"
