@@ -11,9 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from hypothesis import strategies as st
 
+from delta_connect_py.plans import replay
 from delta_connect_py.protocol.filenames import commit_name
 from delta_connect_py.protocol.paths import dv_unique_id
 
@@ -153,6 +155,13 @@ def normalized(rows: list[dict[str, Any]]) -> list[str]:
 
 
 STATE_KINDS = ("txn", "add", "remove", "metaData", "protocol", "domainMetadata")
+
+
+def state_counting_checkpoint_reads(snapshot: Any) -> tuple[Any, bool]:
+    """The snapshot's state, and whether its query read the checkpoint's rows."""
+    with mock.patch.object(replay, "_unreplayed_files", wraps=replay._unreplayed_files) as read:
+        state = snapshot.state
+    return state, read.called
 
 
 def _essential(kind: str, action: dict[str, Any]) -> Any:

@@ -35,6 +35,7 @@ from tests.histories import (
     first_commit,
     history,
     normalized,
+    state_counting_checkpoint_reads,
     versioned_actions,
     write_log,
 )
@@ -330,13 +331,6 @@ def _checkpointed(
         yield Path(tmp), table, clock
 
 
-def _state_counting_checkpoint_reads(snapshot: Any) -> tuple[Any, bool]:
-    """The snapshot's state, and whether its query read the checkpoint's rows."""
-    with mock.patch.object(replay, "_unreplayed_files", wraps=replay._unreplayed_files) as read:
-        state = snapshot.state
-    return state, read.called
-
-
 def _metadata_with(configuration: dict[str, str]) -> dict[str, Any]:
     metadata = first_commit()[1]
     metadata["metaData"]["configuration"] = configuration
@@ -387,7 +381,7 @@ def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
             clock[0] = now
             snapshot = snapshot.update()
             assert snapshot.previous is not None
-            state, read = _state_counting_checkpoint_reads(snapshot)
+            state, read = state_counting_checkpoint_reads(snapshot)
             assert read is reads_checkpoint, actions
             assert _sums(state) == _reference_sums(commits, snapshot)
             assert state == table.snapshot().state
@@ -410,7 +404,7 @@ def test_keys_folded_twice_before_a_state_query_are_not_lost(spark: Any) -> None
             snapshot = snapshot.update()
             assert snapshot.previous is not None
             snapshot.state_df()
-        state, read = _state_counting_checkpoint_reads(snapshot)
+        state, read = state_counting_checkpoint_reads(snapshot)
         assert _sums(state) == _reference_sums(commits, snapshot) == (14, 2, 1, 0)
         assert read
 

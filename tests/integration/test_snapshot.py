@@ -336,7 +336,7 @@ def test_a_polling_loop_over_a_checkpointed_delta_rs_table_matches_delta_rs(
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from delta_connect_py.plans import replay
+    from tests.histories import state_counting_checkpoint_reads
 
     root = tmp_path / "t"
     for number in range(3):
@@ -360,11 +360,8 @@ def test_a_polling_loop_over_a_checkpointed_delta_rs_table_matches_delta_rs(
         change()
         snapshot = snapshot.update()
         assert snapshot.previous is not None  # built on the earlier state
-        with mock.patch.object(
-            replay, "_unreplayed_files", wraps=replay._unreplayed_files
-        ) as checkpoint_read:
-            snapshot.state  # noqa: B018 - the state query this test is about
-        assert checkpoint_read.called is reads_checkpoint
+        _, read = state_counting_checkpoint_reads(snapshot)
+        assert read is reads_checkpoint
         assert _state_view(snapshot) == _state_view(table.snapshot())
         assert {unquote(p) for p, _, _ in _state_view(snapshot)[5]} == _rs_files(root)
 
