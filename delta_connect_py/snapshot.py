@@ -30,8 +30,13 @@ from delta_connect_py.plans.loading import (
     malformed_commits_reported,
 )
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
-from delta_connect_py.plans.replay import ReconstructedState, reconstruct, reconstruct_after
-from delta_connect_py.plans.state import CheckpointSums, ComputedState, State, compute_state
+from delta_connect_py.plans.replay import (
+    ReconstructedState,
+    folded,
+    reconstruct,
+    reconstruct_after,
+)
+from delta_connect_py.plans.state import ComputedState, State, compute_state
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import commit_name
@@ -212,43 +217,39 @@ class Snapshot:
 
     @cached_property
     def state(self) -> State:
-        """delta-spark's computedState (runs one Spark query the first time)."""
-        computed = self._state_on_carried_sums() or self._plain_keys_state()
-        if computed is None:
-            computed = self._computed_state(self._keys_checked())
-            assert computed is not None  # only an assumption (check_plain_keys) can fail
-        reconstructed = self._reconstructed
-        if reconstructed.checkpoint is not None:  # the sums now stand for every replayed key
-            self.__dict__["_reconstructed"] = dataclasses.replace(
-                reconstructed, checkpoint_sums=computed.checkpoint_sums, unprobed=None
-            )
-        state = computed.state
+        """delta-spark's computedState (runs one Spark query the first time, or after an
+        update only a probe of its keys, see ``plans.replay``)."""
+        state = self._state_on_base_sums()
+        if state is None:
+            state = self._queried_state()
         if state.protocol != self.protocol:
             raise StateRecoverError(operation="protocol", version=self.version)
         if state.metadata != self.metadata:
             raise StateRecoverError(operation="metadata", version=self.version)
         return state
 
-    def _computed_state(
-        self,
-        reconstructed: ReconstructedState,
-        check_plain_keys: bool = False,
-        carried: CheckpointSums | None = None,
-    ) -> ComputedState | None:
-        """The state query over every file action, or with ``carried`` checkpoint sums over
-        the replayed ones alone (``ReconstructedState.replayed_file_actions``)."""
-        config = self.replay_config()
-        file_actions = (
-            reconstructed.file_actions(config, check_plain_keys)
-            if carried is None
-            else reconstructed.replayed_file_actions(config, check_plain_keys)
+    def _queried_state(self) -> State:
+        """The state query over every row of the state; its sums of the rows outside the
+        updates' replay are kept for later states (``plans.replay``)."""
+        computed = self._plain_keys_state()
+        if computed is None:
+            computed = self._computed_state(self._keys_checked())
+            assert computed is not None  # only an assumption (check_plain_keys) can fail
+        self.__dict__["_reconstructed"] = dataclasses.replace(
+            self._reconstructed, base_sums=computed.base_sums
         )
+        return computed.state
+
+    def _computed_state(
+        self, reconstructed: ReconstructedState, check_plain_keys: bool = False
+    ) -> ComputedState | None:
+        """The state query over every file action."""
+        config = self.replay_config()
         return compute_state(
-            file_actions,
+            reconstructed.file_actions(config, check_plain_keys),
             reconstructed.non_file_rows(config),
             self.version,
             config.min_file_retention_timestamp,
-            carried,
         )
 
     def _plain_keys_state(self) -> ComputedState | None:
@@ -264,21 +265,27 @@ class Snapshot:
         )
         return computed
 
-    def _state_on_carried_sums(self) -> ComputedState | None:
-        """After updates, the state from a query over the replays alone plus the checkpoint
-        sums an earlier full query counted, when no updated key is in the checkpoint (see
-        ``plans.replay``): L, without reading the checkpoint's paths again. None when that does
-        not apply, or a key or a join key assumption fails (then the full query runs)."""
-        if not self._reconstructed.carries_checkpoint_sums(self.replay_config()):
+    def _state_on_base_sums(self) -> State | None:
+        """After updates, the state as the earlier rows' ``base_sums`` plus the aggregations
+        the update's replay observed, when its keys miss those rows (one probe, see
+        ``plans.replay``): no state query. None when that does not apply. When a key hits, the
+        updates are folded into the first replay now, so that the full query that follows
+        counts every row into the base sums and later updates start clean."""
+        config = self.replay_config()
+        reconstructed = self._reconstructed
+        if not reconstructed.carries_base_sums(config):
             return None
-        indexed = self._reconstructed.with_key_index()
+        indexed = reconstructed.with_key_index()
         self.__dict__["_reconstructed"] = indexed
-        keys_unknown = indexed.plain_keys is None
-        assumed = dataclasses.replace(indexed, plain_keys=True) if keys_unknown else indexed
-        computed = self._computed_state(assumed, keys_unknown, carried=indexed.checkpoint_sums)
-        if computed is not None and keys_unknown:
-            self.__dict__["_reconstructed"] = assumed
-        return computed
+        if not indexed.updates_miss_base():
+            self.__dict__["_reconstructed"] = folded(
+                dataclasses.replace(indexed, base_sums=None), config, self.snapshot_partitions
+            )
+            return None
+        assert indexed.base_sums is not None and indexed.observed is not None
+        return indexed.observed.state(
+            indexed.base_sums, counted=indexed.observed_in_base, version=self.version
+        )
 
     def all_files(self) -> DataFrame:
         """Live ``add`` actions, one row each, the protocol's add fields as columns (lazy)."""

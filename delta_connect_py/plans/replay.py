@@ -13,13 +13,15 @@ time: the large first replay is neither replayed nor copied again until the seco
 ``MAX_UPDATE_BYTES``. For a checkpoint writer the rows can also carry the typed stats
 (``add.stats_parsed``) the checkpoint was written with.
 
-After updates, the state query need not read the checkpoint again (L: 910k paths, most of its
-time). The sums of the checkpoint rows an earlier state query counted (``checkpoint_sums``) still
-stand when no key of ``updates`` is in the checkpoint: that is checked against hashes of the
-checkpoint's file names kept on the server (``key_index``), and the query then runs over the
-replays alone. An append adds new files, so a polling loop over an appended table takes that
-path; a commit that removes or rewrites a checkpointed file, or tombstones expiring, take the
-full query again.
+After updates, the state needs no query of its own. An update's replay job also observes the
+state's aggregations over the replayed rows (``plans.state.layer_aggregations``: Spark's
+observed metrics, returned with the job). The sums of the rows outside ``updates`` that an
+earlier state query counted (``base_sums``: the checkpoint's rows and the first replay's) still
+stand when no key of ``updates`` is in the checkpoint or the first replay: that is one small job
+probing hashes of their file names (``key_index``, kept on the server, for the checkpoint's;
+the first replay's hashed as it is read). An append adds new files, so a polling loop over an
+appended table takes that path. A commit that removes or rewrites an earlier file makes the
+updates fold into the first replay at once and the full query run; so do tombstones expiring.
 
 Invariants: the partition key is a function of the file name that is equal for any two paths whose
 canonical keys are equal (the lower-cased last path segment: canonicalization only changes
@@ -37,13 +39,15 @@ never changes the result. Every file the checkpoint is read from is checked to l
 ``_delta_log`` (``DELTA_LOG_FILE_OUTSIDE_TABLE``) before any state is returned; commit rows are
 checked by the replay worker. Tombstone and transaction retention are applied last, to replayed and
 checkpoint rows alike, so an update whose commit lengthens a retention finds what the earlier replay
-would otherwise have dropped. ``checkpoint_sums`` are the sums of the checkpoint rows that no key
-of ``replayed`` or ``updates`` had when they were counted. New keys only ever join ``updates``;
-a fold moves them into ``replayed`` and keeps the folded replay as ``unprobed`` until a state
-query has probed its keys (a second fold before that drops the sums). So the sums stay exact
-while every key of ``updates`` and ``unprobed`` misses ``key_index``. Equal file keys have equal
-file name hashes (see the partition key), so a key in the checkpoint always hits; a hit for any
-other reason only costs the full query.
+would otherwise have dropped. ``base_sums`` are the sums, under one retention horizon, of the
+state's rows outside ``updates`` (the checkpoint rows no replayed key has, and the rows of
+``replayed`` no key of ``updates`` has) when they were counted. New keys only ever join
+``updates``, so the sums stay exact while every key of ``updates`` misses the file name hashes of
+the checkpoint and of ``replayed``; a fold adds the folded replay's observed sums to them after
+probing its keys so, and drops them when a key hits. ``observed`` is the observation of the
+newest replay, under the retention of the snapshot that replayed it, which is this one. Equal
+file keys have equal file name hashes (see the partition key), so such a key always hits; a hit
+for any other reason only costs the full query.
 """
 
 from __future__ import annotations
@@ -73,11 +77,17 @@ from delta_connect_py.plans.spark import (
     collect,
     map_in_arrow,
     materialize,
+    materialize_observed,
     spark_schema,
     struct_fields,
     union_all,
 )
-from delta_connect_py.plans.state import ASSUMPTION_BROKEN, CheckpointSums, file_action_columns
+from delta_connect_py.plans.state import (
+    BaseSums,
+    ObservedLayer,
+    file_action_columns,
+    layer_aggregations,
+)
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
 from delta_connect_py.worker.replay import ReplayConfig, first_foreign_source, replay_partition
 
@@ -149,13 +159,16 @@ class ReconstructedState:
     updates: DataFrame | None = None
     #: Bytes of the commits replayed into ``updates``.
     update_bytes: int = 0
-    #: Sums of the checkpoint rows untouched by the replays' keys when the state was last
-    #: counted in full; None until then (see the module).
-    checkpoint_sums: CheckpointSums | None = None
+    #: Sums of the rows outside ``updates`` when the state was last counted in full, plus the
+    #: updates folded since; None until then (see the module).
+    base_sums: BaseSums | None = None
     #: Hashes of the checkpoint's file names, kept on the server (``with_key_index``).
     key_index: DataFrame | None = None
-    #: An ``updates`` folded into ``replayed`` whose keys no state query has probed yet.
-    unprobed: DataFrame | None = None
+    #: The state's aggregations observed on the newest replay, when an update made it.
+    observed: ObservedLayer | None = None
+    #: Whether ``observed``'s replay was folded into ``replayed`` (its sums, if any, are in
+    #: ``base_sums``).
+    observed_in_base: bool = False
 
     def with_keys_checked(self) -> ReconstructedState:
         """This state with ``plain_keys`` known (one small job over the replay when unknown)."""
@@ -200,35 +213,29 @@ class ReconstructedState:
         # Unfiltered by retention: every replayed key counts for the check, expired tombstones'
         # too. A replayed row that ``updates`` drops has the same path as the one dropping it,
         # which is checked (and a row with a deletion vector has no plain key to be dropped by).
-        replayed = (
-            self._replayed_rows()
-            .where(is_file_action())
-            .select(
-                *file_action_columns(
-                    tombstone_retained, _key_not_plain() if check_plain_keys else unchecked
-                )
+        checked = _key_not_plain() if check_plain_keys else unchecked
+        first, updates = self._replayed_parts()
+        replayed = [
+            rows.where(is_file_action()).select(
+                *file_action_columns(tombstone_retained, checked, in_base=rows is first)
             )
-        )
+            for rows in (first, updates)
+            if rows is not None
+        ]
         untouched = [
-            frame.select(*file_action_columns(tombstone_retained, unchecked, from_checkpoint=True))
+            frame.select(*file_action_columns(tombstone_retained, unchecked, in_base=True))
             for frame in self._checkpoint_untouched()
         ]
-        return union_all([*untouched, replayed])
+        return union_all([*untouched, *replayed])
 
-    def carries_checkpoint_sums(self, config: ReplayConfig) -> bool:
-        """Whether a state query may count the checkpoint rows by ``checkpoint_sums``, given
-        that the keys of ``updates`` and ``unprobed`` miss the checkpoint
-        (``replayed_file_actions`` checks that)."""
+    def carries_base_sums(self, config: ReplayConfig) -> bool:
+        """Whether the state may be counted as ``base_sums`` plus ``observed``, given that the
+        keys of ``updates`` miss the rows the sums stand for (``updates_miss_base`` checks)."""
         return (
-            self.checkpoint is not None
-            and bool(self._unprobed_layers())
-            and self.checkpoint_sums is not None
-            and self.checkpoint_sums.holds_at(config.min_file_retention_timestamp)
+            self.observed is not None
+            and self.base_sums is not None
+            and self.base_sums.holds_at(config.min_file_retention_timestamp)
         )
-
-    def _unprobed_layers(self) -> list[DataFrame]:
-        """The replays whose keys joined since ``checkpoint_sums`` were counted or probed."""
-        return [layer for layer in (self.unprobed, self.updates) if layer is not None]
 
     def with_key_index(self) -> ReconstructedState:
         """This state with ``key_index`` kept on the server (a job over the checkpoint's paths
@@ -241,27 +248,18 @@ class ReconstructedState:
         ]
         return dataclasses.replace(self, key_index=materialize(union_all(hashes)))
 
-    def replayed_file_actions(self, config: ReplayConfig, check_plain_keys: bool) -> DataFrame:
-        """``file_actions`` of the replays alone, for a state query that adds
-        ``checkpoint_sums``; a key of ``updates`` or ``unprobed`` whose file name hash
-        ``key_index`` has adds a row breaking the assumption, so that the full query runs
-        instead."""
-        assert self.key_index is not None
-        keys = union_all(
-            [
-                layer.where(is_file_action()).select(_file_name_hash())
-                for layer in self._unprobed_layers()
-            ]
-        )
-        in_checkpoint = self.key_index.join(F.broadcast(keys), on=_NAME_HASH, how="left_semi")
-        return (
-            dataclasses.replace(self, checkpoint=None)
-            .file_actions(config, check_plain_keys)
-            .unionByName(
-                in_checkpoint.select(F.lit(True).alias(ASSUMPTION_BROKEN)),
-                allowMissingColumns=True,
-            )
-        )
+    def updates_miss_base(self) -> bool:
+        """Whether no file name of ``updates`` is among the checkpoint's (``key_index``, which
+        must be built) and ``replayed``'s: one small job. True without ``updates``."""
+        if self.updates is None:
+            return True
+        assert self.checkpoint is None or self.key_index is not None
+        base_hashes = self.replayed.where(is_file_action()).select(_file_name_hash())
+        if self.key_index is not None:
+            base_hashes = base_hashes.unionByName(self.key_index)
+        keys = self.updates.where(is_file_action()).select(_file_name_hash())
+        hits = base_hashes.join(F.broadcast(keys), on=_NAME_HASH, how="left_semi")
+        return not collect(hits.limit(1))
 
     def _checkpoint_untouched(self, stats_parsed: StructType | None = None) -> list[DataFrame]:
         """The checkpoint's file actions no replayed action has the key of (see the module)."""
@@ -292,8 +290,13 @@ class ReconstructedState:
     def _replayed_rows(self) -> DataFrame:
         """Every replayed action of the state: all of ``updates``, with the file actions of
         ``replayed`` whose key it has not."""
+        first, updates = self._replayed_parts()
+        return first if updates is None else first.unionByName(updates)
+
+    def _replayed_parts(self) -> tuple[DataFrame, DataFrame | None]:
+        """``_replayed_rows`` as the rows kept of ``replayed``, and ``updates``."""
         if self.updates is None:
-            return self.replayed
+            return self.replayed, None
         join_keys = self._join_keys()
         keys = join_keys.of_replayed(self.updates, self.update_bytes)
         kept = (
@@ -302,7 +305,7 @@ class ReconstructedState:
             .join(keys, on=join_keys.names, how="left_anti")
             .drop(*join_keys.names)
         )
-        return kept.unionByName(self.updates)
+        return kept, self.updates
 
 
 def reconstruct(
@@ -350,7 +353,8 @@ def reconstruct_after(
     rewriting them, which cost more than replaying the small ``updates`` again (L, one commit of
     10k adds per update, ``update()`` then computedState: medians 1.48-1.51 s, against
     1.65-1.76 s rewriting). Queries drop the first replay's rows that ``updates`` supersedes
-    with a small broadcast join each time. Once ``updates`` holds more than
+    with a small broadcast join each time. The replay's job also observes the state's
+    aggregations over its rows (``observed``). Once ``updates`` holds more than
     ``MAX_UPDATE_BYTES`` of commits, it is folded into the first replay.
     """
     assert actions.commits is not None
@@ -364,40 +368,60 @@ def reconstruct_after(
     )
     update_bytes = previous.update_bytes + actions.commit_bytes
     partitions = num_partitions or partitions_for(update_bytes)
+    updates, observed = _replayed_observed([carried_rows, actions.commits], config, partitions)
     updated = dataclasses.replace(
         previous,
-        updates=_replayed([carried_rows, actions.commits], config, partitions),
+        updates=updates,
         update_bytes=update_bytes,
         replayed_bytes=previous.replayed_bytes + actions.commit_bytes,
-        # A key that is not plain stays in the state (whatever drops it is not plain either);
-        # the new ones are unknown.
-        plain_keys=False if previous.checkpoint is None or previous.plain_keys is False else None,
+        plain_keys=_plain_keys_after(previous, observed),
+        observed=observed,
+        observed_in_base=False,
     )
     if update_bytes <= MAX_UPDATE_BYTES:
         return updated
-    return _folded(updated, num_partitions)
+    return folded(updated, config, num_partitions)
 
 
-def _folded(state: ReconstructedState, num_partitions: int | None) -> ReconstructedState:
-    """``state`` with its ``updates`` folded into one replay, kept on the server.
+def _plain_keys_after(previous: ReconstructedState, observed: ObservedLayer | None) -> bool | None:
+    """``plain_keys`` once ``updates`` is replayed: a key that is not plain stays in the state
+    (whatever drops it is not plain either); the new keys are as observed, else unknown."""
+    if previous.checkpoint is None or previous.plain_keys is False:
+        return False
+    if observed is None:
+        return None
+    if observed.keys_not_plain:
+        return False
+    return previous.plain_keys
+
+
+def folded(
+    state: ReconstructedState, config: ReplayConfig, num_partitions: int | None
+) -> ReconstructedState:
+    """``state`` with its ``updates`` folded into one replay, kept on the server; its
+    ``base_sums`` then count the folded rows too, when their keys miss the earlier ones (a
+    probe), else they are dropped.
 
     The union has both replays' partitions: coalesced to what a new snapshot's replay of as
     many bytes would have, so that a polling loop's state does not split into ever more
     partitions (S: a query over the state 0.04 s fresh, 0.35 s after 40 updates).
     """
+    base_sums = None
+    if state.carries_base_sums(config) and not state.observed_in_base:
+        state = state.with_key_index()
+        if state.updates_miss_base():
+            assert state.base_sums is not None and state.observed is not None
+            base_sums = state.base_sums.plus(state.observed.sums)
     # Canonical keys, whatever plain_keys says: exact before the keys are known.
     rows = dataclasses.replace(state, plain_keys=False)._replayed_rows()
     partitions = num_partitions or partitions_for(state.replayed_bytes)
-    # The folded keys are probed by the next state query; keeping more than one folded
-    # replay alive for that is not worth it.
-    keeps_sums = state.checkpoint_sums is not None and state.unprobed is None
     return dataclasses.replace(
         state,
         replayed=materialize(rows.coalesce(partitions)),
         updates=None,
         update_bytes=0,
-        checkpoint_sums=state.checkpoint_sums if keeps_sums else None,
-        unprobed=state.updates if keeps_sums else None,
+        base_sums=base_sums,
+        observed_in_base=True,
     )
 
 
@@ -413,6 +437,23 @@ def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int)
         config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
     )
     return materialize(replay(union_all(to_replay), keep_all, partitions), INTERPRETED_CONF)
+
+
+def _replayed_observed(
+    to_replay: list[DataFrame], config: ReplayConfig, partitions: int
+) -> tuple[DataFrame, ObservedLayer | None]:
+    """``_replayed``, and the state's aggregations over its rows under ``config``'s retention,
+    observed by the same job (None when the server returned none)."""
+    keep_all = dataclasses.replace(
+        config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
+    )
+    aggregations = layer_aggregations(retained(config), F.when(is_file_action(), _key_not_plain()))
+    replayed, metrics = materialize_observed(
+        replay(union_all(to_replay), keep_all, partitions), aggregations, INTERPRETED_CONF
+    )
+    if metrics is None:
+        return replayed, None
+    return replayed, ObservedLayer.from_metrics(metrics, config.min_file_retention_timestamp)
 
 
 @dataclasses.dataclass(frozen=True)

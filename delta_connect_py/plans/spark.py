@@ -171,6 +171,22 @@ def materialize(df: DataFrame, hints: dict[str, str] | None = None) -> DataFrame
         return _bound_to(df.localCheckpoint(eager=True), df.sparkSession)
 
 
+def materialize_observed(
+    df: DataFrame, aggregations: list[Column], hints: dict[str, str] | None = None
+) -> tuple[DataFrame, dict[str, Any] | None]:
+    """``materialize(df)``, and ``aggregations`` over ``df``'s rows computed by the same job
+    (Spark's observed metrics, which the server returns with the checkpoint command); None
+    when the server returned none."""
+    observed = df.observe(_OBSERVATION, *aggregations)
+    kept = materialize(observed, hints)
+    info = observed.executionInfo
+    metrics = dict(info.flows).get(_OBSERVATION) if info is not None else None
+    return kept, metrics
+
+
+_OBSERVATION = "delta_connect_py_observed"
+
+
 def _bound_to(checkpointed: DataFrame, session: SparkSession) -> DataFrame:
     """``checkpointed`` tied to ``session``.
 

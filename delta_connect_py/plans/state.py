@@ -2,8 +2,10 @@
 
 Responsibility: delta-spark's ``aggregationsToComputeState`` as one query whose one row is
 collected, and the check that protocol and metadata were recovered. The same query sums the
-rows read untouched from a checkpoint apart (``CheckpointSums``), so that a later state whose
-new keys miss that checkpoint can add those sums to a query over its replayed rows alone.
+rows outside the updates' replay apart (``BaseSums``: the checkpoint's and the first replay's),
+so that a later state whose new keys miss them can add those sums to the aggregations an
+update's replay job observed on its own rows (``layer_aggregations``, ``ObservedLayer``): such
+a state needs no query of its own.
 
 The query sums the file actions first (size, files, tombstones: a generated ``HashAggregate``
 over every file action), then aggregates that one row together with the state's few non-file
@@ -19,8 +21,9 @@ Invariants: the non-file rows given are every non-file action of the state (the 
 them all; a checkpoint's untouched rows are file actions only). ``last(..., ignorenulls=True)``
 is order dependent, and safe here only because replay leaves exactly one protocol and one
 metaData row; a state without either raises ``DELTA_STATE_RECOVER_ERROR`` with delta-spark's
-text. ``CheckpointSums`` count tombstones under one retention horizon, and say for which later
-horizons the count still holds (``holds_at``).
+text. ``BaseSums`` count tombstones under one retention horizon, and say for which later
+horizons the count still holds (``holds_at``). An ``ObservedLayer`` holds the same aggregations
+as the query, over one replay's rows, under the retention of the snapshot that replayed them.
 """
 
 from __future__ import annotations
@@ -56,8 +59,9 @@ class State:
 
 
 @dataclass(frozen=True)
-class CheckpointSums:
-    """The file sums of a state's rows read untouched from its checkpoint.
+class BaseSums:
+    """The file sums of a state's rows outside its updates' replay (the checkpoint's rows and
+    the first replay's, see ``plans.replay``), or of one replay's rows (``ObservedLayer``).
 
     ``tombstone_horizon`` is the retention horizon tombstones were counted under (None: all
     counted), ``oldest_tombstone`` the oldest deletion time among those counted (None: none).
@@ -78,13 +82,26 @@ class CheckpointSums:
             return False
         return self.oldest_tombstone is None or self.oldest_tombstone > tombstone_horizon
 
+    def plus(self, other: BaseSums) -> BaseSums:
+        """Both rows' sums under ``other``'s horizon, at which ``self`` must hold."""
+        assert self.holds_at(other.tombstone_horizon)
+        oldest = [t for t in (self.oldest_tombstone, other.oldest_tombstone) if t is not None]
+        return BaseSums(
+            size_in_bytes=self.size_in_bytes + other.size_in_bytes,
+            num_of_files=self.num_of_files + other.num_of_files,
+            num_of_removes=self.num_of_removes + other.num_of_removes,
+            tombstone_horizon=other.tombstone_horizon,
+            oldest_tombstone=min(oldest, default=None),
+        )
+
 
 @dataclass(frozen=True)
 class ComputedState:
-    """``compute_state``'s result: the state, and the sums of its checkpoint rows apart."""
+    """``compute_state``'s result: the state, and the sums of its rows outside the updates'
+    replay."""
 
     state: State
-    checkpoint_sums: CheckpointSums
+    base_sums: BaseSums
 
 
 #: Columns of the file actions ``compute_state`` sums (see ``file_action_columns``).
@@ -92,51 +109,54 @@ SIZE = "_size"
 ADD_PATH = "_add_path"
 REMOVE_PATH = "_remove_path"
 ASSUMPTION_BROKEN = "_assumption_broken"
-FROM_CHECKPOINT = "_from_checkpoint"
+IN_BASE = "_in_base"
 DELETED_AT = "_deleted_at"
-_CHECKPOINT_SUMS = ("checkpointSize", "checkpointFiles", "checkpointRemoves", "oldestTombstone")
-_FILE_SUMS = ("sizeInBytes", "numOfFiles", "numOfRemoves", "assumptionBroken", *_CHECKPOINT_SUMS)
+_BASE_SUMS = ("baseSize", "baseFiles", "baseRemoves", "oldestTombstone")
+_FILE_SUMS = ("sizeInBytes", "numOfFiles", "numOfRemoves", "assumptionBroken", *_BASE_SUMS)
 _NON_FILE_COLUMNS = ("txn", "metaData", "protocol", "domainMetadata")
 
 
 def file_action_columns(
-    tombstone_retained: Column, assumption_broken: Column, from_checkpoint: bool = False
+    tombstone_retained: Column, assumption_broken: Column, in_base: bool
 ) -> list[Column]:
     """A state row's file action as the columns ``compute_state`` sums.
 
     ``tombstone_retained`` says whether a tombstone counts (retention); ``assumption_broken``
     whether the row breaks the assumption the rows were built on (false when there is none);
-    ``from_checkpoint`` whether the rows are read untouched from a checkpoint (``CheckpointSums``).
-    Fields, not structs: the scans under the state then read only those fields.
+    ``in_base`` whether the rows are outside the updates' replay (``BaseSums``). Fields, not
+    structs: the scans under the state then read only those fields.
     """
     deleted_at = F.lit(None).cast("long")
-    if from_checkpoint:
-        deleted_at = F.when(
-            tombstone_retained & F.col("remove.path").isNotNull(),
-            F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)),
-        )
+    if in_base:
+        deleted_at = _counted_deletion_time(tombstone_retained)
     return [
         F.col("add.size").alias(SIZE),
         F.col("add.path").alias(ADD_PATH),
         F.when(tombstone_retained, F.col("remove.path")).alias(REMOVE_PATH),
         assumption_broken.alias(ASSUMPTION_BROKEN),
-        F.lit(from_checkpoint).alias(FROM_CHECKPOINT),
+        F.lit(in_base).alias(IN_BASE),
         deleted_at.alias(DELETED_AT),
     ]
 
 
+def _counted_deletion_time(tombstone_retained: Column) -> Column:
+    """The deletion time of a tombstone that counts, for ``BaseSums.oldest_tombstone``."""
+    return F.when(
+        tombstone_retained & F.col("remove.path").isNotNull(),
+        F.coalesce(F.col("remove.deletionTimestamp"), F.lit(0)),
+    )
+
+
 def _file_aggregations() -> list[Any]:
-    from_checkpoint = F.col(FROM_CHECKPOINT)
+    in_base = F.col(IN_BASE)
     return [
         F.coalesce(F.sum(SIZE), F.lit(0)).cast("long").alias("sizeInBytes"),
         F.count(ADD_PATH).alias("numOfFiles"),
         F.count(REMOVE_PATH).alias("numOfRemoves"),
         F.coalesce(F.max(ASSUMPTION_BROKEN), F.lit(False)).alias("assumptionBroken"),
-        F.coalesce(F.sum(F.when(from_checkpoint, F.col(SIZE))), F.lit(0))
-        .cast("long")
-        .alias("checkpointSize"),
-        F.count(F.when(from_checkpoint, F.col(ADD_PATH))).alias("checkpointFiles"),
-        F.count(F.when(from_checkpoint, F.col(REMOVE_PATH))).alias("checkpointRemoves"),
+        F.coalesce(F.sum(F.when(in_base, F.col(SIZE))), F.lit(0)).cast("long").alias("baseSize"),
+        F.count(F.when(in_base, F.col(ADD_PATH))).alias("baseFiles"),
+        F.count(F.when(in_base, F.col(REMOVE_PATH))).alias("baseRemoves"),
         F.min(DELETED_AT).alias("oldestTombstone"),
     ]
 
@@ -159,15 +179,13 @@ def compute_state(
     non_file_rows: DataFrame,
     version: int,
     tombstone_horizon: int | None,
-    carried: CheckpointSums | None = None,
 ) -> ComputedState | None:
     """Run the aggregations (one Spark query) and validate protocol and metadata.
 
     ``file_actions`` is every file action of the state as ``file_action_columns``, tombstones
     counted under ``tombstone_horizon``; ``non_file_rows`` the state's rows holding neither add
-    nor remove. With ``carried``, the file actions leave out the checkpoint rows those sums
-    stand for (they must hold at ``tombstone_horizon``), and the sums are added. None is
-    returned when a file action breaks the assumption the rows were built on.
+    nor remove. None is returned when a file action breaks the assumption the rows were built
+    on.
     """
     file_sums = file_actions.agg(*_file_aggregations())
     others = non_file_rows.select(*_NON_FILE_COLUMNS)
@@ -179,34 +197,112 @@ def compute_state(
     )[0]
     if row["assumptionBroken"]:
         return None
-    if row["protocol"] is None:
-        raise StateRecoverError(operation="protocol", version=version)
-    if row["metadata"] is None:
-        raise StateRecoverError(operation="metadata", version=version)
-    checkpoint_sums = carried or CheckpointSums(
-        size_in_bytes=row["checkpointSize"],
-        num_of_files=row["checkpointFiles"],
-        num_of_removes=row["checkpointRemoves"],
+    base_sums = BaseSums(
+        size_in_bytes=row["baseSize"],
+        num_of_files=row["baseFiles"],
+        num_of_removes=row["baseRemoves"],
         tombstone_horizon=tombstone_horizon,
         oldest_tombstone=row["oldestTombstone"],
     )
-    # Carried sums stand for rows this query did not read; its own are in the totals.
-    added = carried or CheckpointSums(0, 0, 0, None, None)
-    state = State(
-        size_in_bytes=row["sizeInBytes"] + added.size_in_bytes,
-        num_of_files=row["numOfFiles"] + added.num_of_files,
-        num_of_removes=row["numOfRemoves"] + added.num_of_removes,
-        num_of_metadata=row["numOfMetadata"],
-        num_of_protocol=row["numOfProtocol"],
-        num_of_set_transactions=row["numOfSetTransactions"],
-        num_of_domain_metadata=row["numOfDomainMetadata"],
+    totals = BaseSums(
+        row["sizeInBytes"], row["numOfFiles"], row["numOfRemoves"], tombstone_horizon, None
+    )
+    return ComputedState(_state(totals, row, version), base_sums)
+
+
+@dataclass(frozen=True)
+class ObservedLayer:
+    """``layer_aggregations`` as observed on one replay's rows: its file sums, whether a file
+    key among them is not plain, and the non-file aggregations of a state whose newest replay
+    it is (every non-file action is there)."""
+
+    sums: BaseSums
+    keys_not_plain: bool
+    non_file: dict[str, Any]
+
+    @staticmethod
+    def from_metrics(metrics: dict[str, Any], tombstone_horizon: int | None) -> ObservedLayer:
+        sums = BaseSums(
+            size_in_bytes=metrics["sizeInBytes"],
+            num_of_files=metrics["numOfFiles"],
+            num_of_removes=metrics["numOfRemoves"],
+            tombstone_horizon=tombstone_horizon,
+            oldest_tombstone=metrics["oldestTombstone"],
+        )
+        non_file = {name: metrics[name] for name in _NON_FILE_METRICS}
+        # Replay leaves one of each; an observed metric cannot use the order-dependent last().
+        for name in ("metadata", "protocol"):
+            non_file[name] = non_file[name][-1] if non_file[name] else None
+        return ObservedLayer(sums, bool(metrics["keysNotPlain"]), non_file)
+
+    def state(self, base: BaseSums, counted: bool, version: int) -> State:
+        """The state whose newest replay this is, its other rows counted by ``base``; with
+        ``counted``, this replay's file actions are in ``base`` already (it was folded)."""
+        totals = base if counted else base.plus(self.sums)
+        return _state(totals, self.non_file, version)
+
+
+_NON_FILE_METRICS = (
+    "numOfMetadata",
+    "numOfProtocol",
+    "numOfSetTransactions",
+    "numOfDomainMetadata",
+    "setTransactions",
+    "domainMetadata",
+    "metadata",
+    "protocol",
+)
+
+
+def layer_aggregations(row_retained: Column, key_not_plain: Column) -> list[Column]:
+    """The aggregations ``ObservedLayer`` reads, over replayed state rows: ``row_retained``
+    says whether a row is kept (tombstone and transaction retention), ``key_not_plain``
+    whether a file action's key is not plain (``plans.replay``). Deterministic, as observed
+    metrics must be."""
+
+    def kept(column: str) -> Column:
+        return F.when(row_retained, F.col(column))
+
+    return [
+        F.coalesce(F.sum("add.size"), F.lit(0)).cast("long").alias("sizeInBytes"),
+        F.count("add.path").alias("numOfFiles"),
+        F.count(kept("remove.path")).alias("numOfRemoves"),
+        # Only a tombstone or a txn is ever not retained.
+        F.min(_counted_deletion_time(row_retained)).alias("oldestTombstone"),
+        F.coalesce(F.max(key_not_plain), F.lit(False)).alias("keysNotPlain"),
+        F.count("metaData.id").alias("numOfMetadata"),
+        F.count("protocol.minReaderVersion").alias("numOfProtocol"),
+        F.count(kept("txn.appId")).alias("numOfSetTransactions"),
+        F.count("domainMetadata.domain").alias("numOfDomainMetadata"),
+        F.collect_set(kept("txn")).alias("setTransactions"),
+        F.collect_set("domainMetadata").alias("domainMetadata"),
+        F.collect_list("metaData").alias("metadata"),
+        F.collect_list("protocol").alias("protocol"),
+    ]
+
+
+def _state(totals: BaseSums, non_file: Any, version: int) -> State:
+    """The state of file sums ``totals`` and the non-file aggregations ``non_file`` (by the
+    names of ``_non_file_aggregations``); ``DELTA_STATE_RECOVER_ERROR`` without a protocol or
+    metadata."""
+    if non_file["protocol"] is None:
+        raise StateRecoverError(operation="protocol", version=version)
+    if non_file["metadata"] is None:
+        raise StateRecoverError(operation="metadata", version=version)
+    return State(
+        size_in_bytes=totals.size_in_bytes,
+        num_of_files=totals.num_of_files,
+        num_of_removes=totals.num_of_removes,
+        num_of_metadata=non_file["numOfMetadata"],
+        num_of_protocol=non_file["numOfProtocol"],
+        num_of_set_transactions=non_file["numOfSetTransactions"],
+        num_of_domain_metadata=non_file["numOfDomainMetadata"],
         set_transactions=tuple(
-            sorted((txn.asDict() for txn in row["setTransactions"]), key=lambda t: t["appId"])
+            sorted((txn.asDict() for txn in non_file["setTransactions"]), key=lambda t: t["appId"])
         ),
         domain_metadata=tuple(
-            sorted((dm.asDict() for dm in row["domainMetadata"]), key=lambda d: d["domain"])
+            sorted((dm.asDict() for dm in non_file["domainMetadata"]), key=lambda d: d["domain"])
         ),
-        metadata=Metadata.from_action(row["metadata"].asDict(recursive=True)),
-        protocol=Protocol.from_action(row["protocol"].asDict(recursive=True)),
+        metadata=Metadata.from_action(non_file["metadata"].asDict(recursive=True)),
+        protocol=Protocol.from_action(non_file["protocol"].asDict(recursive=True)),
     )
-    return ComputedState(state, checkpoint_sums)

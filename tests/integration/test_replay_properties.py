@@ -254,9 +254,9 @@ def test_update_matches_checkpoint_rows_by_file_key(spark: Any, escaped_first: b
 
         updated = before.update()
         assert updated.previous is before
-        # A key that is not plain stays in the first replay; the new keys are unknown.
-        assert updated._reconstructed.plain_keys is (False if escaped_first else None)
-        # The rows first this time: unknown keys are checked by a job of their own.
+        # A key that is not plain stays in the first replay; the update's replay job observed
+        # the new keys, escaped ones among them.
+        assert updated._reconstructed.plain_keys is False
         assert _ours(updated) == _reference(commits, updated) == _ours(table.snapshot())
         assert updated._reconstructed.plain_keys is False
         assert updated.state.num_of_files == 3
@@ -341,11 +341,12 @@ def _metadata_with(configuration: dict[str, str]) -> dict[str, Any]:
 def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
     spark: Any, max_update_bytes: int
 ) -> None:
-    """After update(), a state whose new keys are not in the checkpoint is counted over the
-    replays plus the checkpoint sums of the last full query, also when each update folds its
-    replay into the first; a retention horizon moved back, a counted checkpoint tombstone
-    expiring, and a checkpointed file removed each make the full query run again. Every state
-    equals the reference replay's."""
+    """After update(), a state whose new keys are neither in the checkpoint nor in the first
+    replay is counted as the last full query's sums of those plus the update's observed
+    aggregations, also when each update folds its replay into the first; a retention horizon
+    moved back, a counted checkpoint tombstone expiring, a checkpointed file removed, and (when
+    each update folds) a file of the first replay removed each make the full query run again.
+    Every state equals the reference replay's."""
 
     def tombstone(path: str, deleted_at: int) -> dict[str, Any]:
         return {"remove": {"path": path, "deletionTimestamp": deleted_at, "dataChange": True}}
@@ -356,6 +357,7 @@ def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
         tombstone("expired.parquet", NOW_MS - 10 * DAY_MS),
     ]
     commits = [first_commit(), checkpointed, [_file("add", "r.parquet")]]
+    folds = max_update_bytes == 0
     # (commit, clock, whether its state query reads the checkpoint)
     steps: list[tuple[list[dict[str, Any]], int, bool]] = [
         ([_file("add", "new-1.parquet")], NOW_MS, False),
@@ -368,7 +370,11 @@ def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
             NOW_MS + DAY_MS,
             True,
         ),
-        ([_file("add", "new-3.parquet"), _file("remove", "new-1.parquet")], NOW_MS + DAY_MS, False),
+        # new-1 is in the updates' replay, or folded into the first replay.
+        ([_file("add", "new-3.parquet"), _file("remove", "new-1.parquet")], NOW_MS + DAY_MS, folds),
+        # A file of the first replay: the updates fold now, and the next update starts clean.
+        ([_file("remove", "r.parquet")], NOW_MS + DAY_MS, True),
+        ([_file("add", "new-5.parquet")], NOW_MS + DAY_MS, False),
         ([_file("add", "new-4.parquet")], NOW_MS + 21 * DAY_MS, True),  # one counted expires
         ([_file("remove", "b.parquet")], NOW_MS + 21 * DAY_MS, True),  # a checkpointed file
     ]
@@ -383,10 +389,11 @@ def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
             assert snapshot.previous is not None
             state, read = state_counting_checkpoint_reads(snapshot)
             assert read is reads_checkpoint, actions
+            assert snapshot._reconstructed.plain_keys is True  # each update's replay observed
             assert _sums(state) == _reference_sums(commits, snapshot)
             assert state == table.snapshot().state
             assert _ours(snapshot) == _reference(commits, snapshot)
-        assert _sums(snapshot.state) == (42, 6, 3, 0)  # 8 adds of 7 bytes, less b and new-1
+        assert _sums(snapshot.state) == (42, 6, 4, 0)  # 9 adds of 7 bytes, less b, r, new-1
 
 
 def test_keys_folded_twice_before_a_state_query_are_not_lost(spark: Any) -> None:
