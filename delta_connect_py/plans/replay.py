@@ -123,6 +123,11 @@ def _file_name_hash() -> Column:
     return F.xxhash64(partition_key()).alias(_NAME_HASH)
 
 
+def _file_name_hashes(rows: DataFrame) -> DataFrame:
+    """``_file_name_hash`` of every file action of ``rows``."""
+    return rows.where(is_file_action()).select(_file_name_hash())
+
+
 def partitions_for(input_bytes: int, maximum: int = DEFAULT_SNAPSHOT_PARTITIONS) -> int:
     """Fewer partitions for small logs: one per ``BYTES_PER_PARTITION``, at most ``maximum``."""
     return max(1, min(maximum, math.ceil(input_bytes / BYTES_PER_PARTITION)))
@@ -164,6 +169,8 @@ class ReconstructedState:
     base_sums: BaseSums | None = None
     #: Hashes of the checkpoint's file names, kept on the server (``with_key_index``).
     key_index: DataFrame | None = None
+    #: Hashes of the file names of ``replayed``, kept likewise.
+    replayed_index: DataFrame | None = None
     #: The state's aggregations observed on the newest replay, when an update made it.
     observed: ObservedLayer | None = None
     #: Whether ``observed``'s replay was folded into ``replayed`` (its sums, if any, are in
@@ -238,28 +245,33 @@ class ReconstructedState:
         )
 
     def with_key_index(self) -> ReconstructedState:
-        """This state with ``key_index`` kept on the server (a job over the checkpoint's paths
-        the first time; later states of a chain of updates keep it)."""
-        if self.key_index is not None or self.checkpoint is None:
-            return self
-        hashes = [
-            frame.where(is_file_action()).select(_file_name_hash())
-            for frame in self.checkpoint.frames
-        ]
-        return dataclasses.replace(self, key_index=materialize(union_all(hashes)))
+        """This state with ``key_index`` and ``replayed_index`` kept on the server (a job over
+        the checkpoint's paths, and one over the first replay's, the first time; later states
+        of a chain of updates keep them)."""
+        state = self
+        if state.key_index is None and state.checkpoint is not None:
+            hashes = [_file_name_hashes(frame) for frame in state.checkpoint.frames]
+            state = dataclasses.replace(state, key_index=materialize(union_all(hashes)))
+        if state.replayed_index is None:
+            replayed_index = materialize(_file_name_hashes(state.replayed))
+            state = dataclasses.replace(state, replayed_index=replayed_index)
+        return state
 
     def updates_miss_base(self) -> bool:
-        """Whether no file name of ``updates`` is among the checkpoint's (``key_index``, which
-        must be built) and ``replayed``'s: one small job. True without ``updates``."""
+        """Whether no file name of ``updates`` is among the checkpoint's and ``replayed``'s
+        (``with_key_index`` must have built their indexes): one small job. True without
+        ``updates``."""
         if self.updates is None:
             return True
+        assert self.replayed_index is not None
         assert self.checkpoint is None or self.key_index is not None
-        base_hashes = self.replayed.where(is_file_action()).select(_file_name_hash())
-        if self.key_index is not None:
-            base_hashes = base_hashes.unionByName(self.key_index)
-        keys = self.updates.where(is_file_action()).select(_file_name_hash())
-        hits = base_hashes.join(F.broadcast(keys), on=_NAME_HASH, how="left_semi")
-        return not collect(hits.limit(1))
+        indexes = [index for index in (self.key_index, self.replayed_index) if index is not None]
+        keys = F.broadcast(_file_name_hashes(self.updates))
+        hits = union_all(indexes).join(keys, on=_NAME_HASH, how="left_semi")
+        # A count is one job; limit(1) scans partitions in rounds when nothing hits (L: medians
+        # 0.18 against 0.26 s).
+        count: int = collect(hits.agg(F.count(F.lit(1)).alias("hits")))[0]["hits"]
+        return count == 0
 
     def _checkpoint_untouched(self, stats_parsed: StructType | None = None) -> list[DataFrame]:
         """The checkpoint's file actions no replayed action has the key of (see the module)."""
@@ -422,7 +434,16 @@ def folded(
         update_bytes=0,
         base_sums=base_sums,
         observed_in_base=True,
+        replayed_index=_folded_index(state) if base_sums is not None else None,
     )
+
+
+def _folded_index(state: ReconstructedState) -> DataFrame | None:
+    """``replayed_index`` once ``updates`` is folded into ``replayed``: a replay keeps every
+    key it saw (tombstones included), so the folded replay's keys are both replays' keys."""
+    if state.replayed_index is None or state.updates is None:
+        return None
+    return materialize(state.replayed_index.unionByName(_file_name_hashes(state.updates)))
 
 
 def _key_not_plain() -> Column:
