@@ -15,7 +15,7 @@ from unittest import mock
 
 from hypothesis import strategies as st
 
-from delta_connect_py.plans import replay
+from delta_connect_py import snapshot as snapshot_module
 from delta_connect_py.protocol.filenames import commit_name
 from delta_connect_py.protocol.paths import dv_unique_id
 
@@ -157,11 +157,14 @@ def normalized(rows: list[dict[str, Any]]) -> list[str]:
 STATE_KINDS = ("txn", "add", "remove", "metaData", "protocol", "domainMetadata")
 
 
-def state_counting_checkpoint_reads(snapshot: Any) -> tuple[Any, bool]:
-    """The snapshot's state, and whether its query read the checkpoint's rows."""
-    with mock.patch.object(replay, "_unreplayed_files", wraps=replay._unreplayed_files) as read:
+def state_counting_queries(snapshot: Any) -> tuple[Any, bool]:
+    """The snapshot's state, and whether a state query ran for it (over every row: with a
+    checkpoint, reading the checkpoint's rows again)."""
+    with mock.patch.object(
+        snapshot_module, "compute_state", wraps=snapshot_module.compute_state
+    ) as query:
         state = snapshot.state
-    return state, read.called
+    return state, query.called
 
 
 def _essential(kind: str, action: dict[str, Any]) -> Any:

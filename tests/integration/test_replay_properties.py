@@ -35,7 +35,7 @@ from tests.histories import (
     first_commit,
     history,
     normalized,
-    state_counting_checkpoint_reads,
+    state_counting_queries,
     versioned_actions,
     write_log,
 )
@@ -338,7 +338,7 @@ def _metadata_with(configuration: dict[str, str]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("max_update_bytes", [replay.MAX_UPDATE_BYTES, 0])
-def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
+def test_updates_missing_the_earlier_rows_are_counted_on_their_sums(
     spark: Any, max_update_bytes: int
 ) -> None:
     """After update(), a state whose new keys are neither in the checkpoint nor in the first
@@ -358,7 +358,7 @@ def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
     ]
     commits = [first_commit(), checkpointed, [_file("add", "r.parquet")]]
     folds = max_update_bytes == 0
-    # (commit, clock, whether its state query reads the checkpoint)
+    # (commit, clock, whether its state runs the state query, reading the checkpoint)
     steps: list[tuple[list[dict[str, Any]], int, bool]] = [
         ([_file("add", "new-1.parquet")], NOW_MS, False),
         # A longer retention: the tombstone expired before counts again.
@@ -381,14 +381,14 @@ def test_updates_missing_the_checkpoint_are_counted_on_its_earlier_sums(
     with _checkpointed(spark, commits, 1, max_update_bytes) as (tmp, table, clock):
         snapshot = table.snapshot()
         assert _sums(snapshot.state) == _reference_sums(commits, snapshot) == (28, 4, 1, 0)
-        for actions, now, reads_checkpoint in steps:
+        for actions, now, runs_query in steps:
             commits.append(actions)
             write_log(tmp, commits)
             clock[0] = now
             snapshot = snapshot.update()
             assert snapshot.previous is not None
-            state, read = state_counting_checkpoint_reads(snapshot)
-            assert read is reads_checkpoint, actions
+            state, queried = state_counting_queries(snapshot)
+            assert queried is runs_query, actions
             assert snapshot._reconstructed.plain_keys is True  # each update's replay observed
             assert _sums(state) == _reference_sums(commits, snapshot)
             assert state == table.snapshot().state
@@ -411,9 +411,9 @@ def test_keys_folded_twice_before_a_state_query_are_not_lost(spark: Any) -> None
             snapshot = snapshot.update()
             assert snapshot.previous is not None
             snapshot.state_df()
-        state, read = state_counting_checkpoint_reads(snapshot)
+        state, queried = state_counting_queries(snapshot)
         assert _sums(state) == _reference_sums(commits, snapshot) == (14, 2, 1, 0)
-        assert read
+        assert queried
 
 
 @st.composite

@@ -326,26 +326,29 @@ def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None
     assert {unquote(p) for p, _, _ in _state_view(again)[5]} == _rs_files(root)
 
 
-def test_a_polling_loop_over_a_checkpointed_delta_rs_table_matches_delta_rs(
-    spark: Any, tmp_path: Path
+@pytest.mark.parametrize("checkpointed", [True, False])
+def test_a_polling_loop_over_a_delta_rs_table_matches_delta_rs(
+    spark: Any, tmp_path: Path, checkpointed: bool
 ) -> None:
-    """update() over a table delta-rs writes and checkpoints: the appends' states count the
-    checkpoint by the earlier full query's sums (the checkpoint is not read again), a delete
-    and a compaction of checkpointed files read it; every state equals a fresh snapshot's, and
-    its files delta-rs's."""
+    """update() over a table delta-rs writes, with or without a checkpoint: the appends' states
+    need no state query (the earlier rows counted by the last one, the checkpoint not read
+    again), a delete and a compaction of earlier files run it; every state equals a fresh
+    snapshot's, and its files delta-rs's."""
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from tests.histories import state_counting_checkpoint_reads
+    from tests.histories import state_counting_queries
 
     root = tmp_path / "t"
     for number in range(3):
         rows = pa.table({"id": [number, number + 10], "p": ["a", "b"]})
         write_deltalake(str(root), rows, partition_by=["p"], mode="append")
-    RsDeltaTable(str(root)).create_checkpoint()
+    if checkpointed:
+        RsDeltaTable(str(root)).create_checkpoint()
     table = DeltaTable.for_path(spark, str(root))
     snapshot = table.snapshot()
-    assert snapshot.segment.checkpoint is not None and snapshot.state.num_of_files == 6
+    assert (snapshot.segment.checkpoint is not None) is checkpointed
+    assert snapshot.state.num_of_files == 6
 
     def append() -> None:
         write_deltalake(str(root), pa.table({"id": [7], "p": ["c"]}), mode="append")
@@ -356,12 +359,12 @@ def test_a_polling_loop_over_a_checkpointed_delta_rs_table_matches_delta_rs(
         (lambda: RsDeltaTable(str(root)).delete("p = 'a'"), True),
         (lambda: RsDeltaTable(str(root)).optimize.compact(), True),
     ]
-    for change, reads_checkpoint in steps:
+    for change, runs_query in steps:
         change()
         snapshot = snapshot.update()
         assert snapshot.previous is not None  # built on the earlier state
-        _, read = state_counting_checkpoint_reads(snapshot)
-        assert read is reads_checkpoint
+        _, queried = state_counting_queries(snapshot)
+        assert queried is runs_query
         assert _state_view(snapshot) == _state_view(table.snapshot())
         assert {unquote(p) for p, _, _ in _state_view(snapshot)[5]} == _rs_files(root)
 
