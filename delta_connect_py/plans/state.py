@@ -197,17 +197,21 @@ def compute_state(
     )[0]
     if row["assumptionBroken"]:
         return None
-    base_sums = BaseSums(
-        size_in_bytes=row["baseSize"],
-        num_of_files=row["baseFiles"],
-        num_of_removes=row["baseRemoves"],
-        tombstone_horizon=tombstone_horizon,
-        oldest_tombstone=row["oldestTombstone"],
-    )
-    totals = BaseSums(
-        row["sizeInBytes"], row["numOfFiles"], row["numOfRemoves"], tombstone_horizon, None
-    )
+    base_sums = _sums(row, _BASE_NAMES, tombstone_horizon, row["oldestTombstone"])
+    totals = _sums(row, _TOTAL_NAMES, tombstone_horizon, None)
     return ComputedState(_state(totals, row, version), base_sums)
+
+
+_TOTAL_NAMES = ("sizeInBytes", "numOfFiles", "numOfRemoves")
+_BASE_NAMES = ("baseSize", "baseFiles", "baseRemoves")
+
+
+def _sums(
+    values: Any, names: tuple[str, str, str], tombstone_horizon: int | None, oldest: int | None
+) -> BaseSums:
+    """The size, files and tombstones named ``names`` in ``values`` as ``BaseSums``."""
+    size, files, removes = (values[name] for name in names)
+    return BaseSums(size, files, removes, tombstone_horizon, oldest)
 
 
 @dataclass(frozen=True)
@@ -222,13 +226,7 @@ class ObservedLayer:
 
     @staticmethod
     def from_metrics(metrics: dict[str, Any], tombstone_horizon: int | None) -> ObservedLayer:
-        sums = BaseSums(
-            size_in_bytes=metrics["sizeInBytes"],
-            num_of_files=metrics["numOfFiles"],
-            num_of_removes=metrics["numOfRemoves"],
-            tombstone_horizon=tombstone_horizon,
-            oldest_tombstone=metrics["oldestTombstone"],
-        )
+        sums = _sums(metrics, _TOTAL_NAMES, tombstone_horizon, metrics["oldestTombstone"])
         non_file = {name: metrics[name] for name in _NON_FILE_METRICS}
         # Replay leaves one of each; an observed metric cannot use the order-dependent last().
         for name in ("metadata", "protocol"):
