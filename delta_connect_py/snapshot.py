@@ -276,7 +276,7 @@ class Snapshot:
         reconstructed = self._reconstructed
         if not reconstructed.carries_base_sums(config):
             return None
-        indexed = reconstructed.with_key_index()
+        indexed = reconstructed.with_key_indexes()
         self.__dict__["_reconstructed"] = indexed
         if not indexed.updates_miss_base():
             self.__dict__["_reconstructed"] = folded(

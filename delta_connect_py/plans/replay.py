@@ -167,7 +167,7 @@ class ReconstructedState:
     #: Sums of the rows outside ``updates`` when the state was last counted in full, plus the
     #: updates folded since; None until then (see the module).
     base_sums: BaseSums | None = None
-    #: Hashes of the checkpoint's file names, kept on the server (``with_key_index``).
+    #: Hashes of the checkpoint's file names, kept on the server (``with_key_indexes``).
     key_index: DataFrame | None = None
     #: Hashes of the file names of ``replayed``, kept likewise.
     replayed_index: DataFrame | None = None
@@ -244,7 +244,7 @@ class ReconstructedState:
             and self.base_sums.holds_at(config.min_file_retention_timestamp)
         )
 
-    def with_key_index(self) -> ReconstructedState:
+    def with_key_indexes(self) -> ReconstructedState:
         """This state with ``key_index`` and ``replayed_index`` kept on the server (a job over
         the checkpoint's paths, and one over the first replay's, the first time; later states
         of a chain of updates keep them)."""
@@ -259,7 +259,7 @@ class ReconstructedState:
 
     def updates_miss_base(self) -> bool:
         """Whether no file name of ``updates`` is among the checkpoint's and ``replayed``'s
-        (``with_key_index`` must have built their indexes): one small job. True without
+        (``with_key_indexes`` must have built their indexes): one small job. True without
         ``updates``."""
         if self.updates is None:
             return True
@@ -420,7 +420,7 @@ def folded(
     """
     base_sums = None
     if state.carries_base_sums(config) and not state.observed_in_base:
-        state = state.with_key_index()
+        state = state.with_key_indexes()
         if state.updates_miss_base():
             assert state.base_sums is not None and state.observed is not None
             base_sums = state.base_sums.plus(state.observed.sums)
