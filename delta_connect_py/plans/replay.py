@@ -18,8 +18,8 @@ state's aggregations over the replayed rows (``plans.state.layer_aggregations``:
 observed metrics, returned with the job). The sums of the rows outside ``updates`` that an
 earlier state query counted (``base_sums``: the checkpoint's rows and the first replay's) still
 stand when no key of ``updates`` is in the checkpoint or the first replay: that is one small job
-probing hashes of their file names (``key_index``, kept on the server, for the checkpoint's;
-the first replay's hashed as it is read). An append adds new files, so a polling loop over an
+probing hashes of their file names (``key_index`` and ``replayed_index``, kept on the
+server). An append adds new files, so a polling loop over an
 appended table takes that path. A commit that removes or rewrites an earlier file makes the
 updates fold into the first replay at once and the full query run; so do tombstones expiring.
 
@@ -438,11 +438,10 @@ def folded(
     )
 
 
-def _folded_index(state: ReconstructedState) -> DataFrame | None:
+def _folded_index(state: ReconstructedState) -> DataFrame:
     """``replayed_index`` once ``updates`` is folded into ``replayed``: a replay keeps every
     key it saw (tombstones included), so the folded replay's keys are both replays' keys."""
-    if state.replayed_index is None or state.updates is None:
-        return None
+    assert state.replayed_index is not None and state.updates is not None
     return materialize(state.replayed_index.unionByName(_file_name_hashes(state.updates)))
 
 
@@ -454,10 +453,18 @@ def _key_not_plain() -> Column:
 def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int) -> DataFrame:
     """The replay of ``to_replay``, run now and kept on the server, every tombstone and txn kept
     (retention is applied by ``ReconstructedState``'s queries)."""
+    return materialize(_replay_keeping_all(to_replay, config, partitions), INTERPRETED_CONF)
+
+
+def _replay_keeping_all(
+    to_replay: list[DataFrame], config: ReplayConfig, partitions: int
+) -> DataFrame:
+    """The replay of ``to_replay`` with every tombstone and txn kept (retention is applied by
+    ``ReconstructedState``'s queries)."""
     keep_all = dataclasses.replace(
         config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
     )
-    return materialize(replay(union_all(to_replay), keep_all, partitions), INTERPRETED_CONF)
+    return replay(union_all(to_replay), keep_all, partitions)
 
 
 def _replayed_observed(
@@ -465,12 +472,9 @@ def _replayed_observed(
 ) -> tuple[DataFrame, ObservedLayer | None]:
     """``_replayed``, and the state's aggregations over its rows under ``config``'s retention,
     observed by the same job (None when the server returned none)."""
-    keep_all = dataclasses.replace(
-        config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
-    )
     aggregations = layer_aggregations(retained(config), F.when(is_file_action(), _key_not_plain()))
     replayed, metrics = materialize_observed(
-        replay(union_all(to_replay), keep_all, partitions), aggregations, INTERPRETED_CONF
+        _replay_keeping_all(to_replay, config, partitions), aggregations, INTERPRETED_CONF
     )
     if metrics is None:
         return replayed, None

@@ -18,12 +18,14 @@ assumption it has not checked yet marks the rows that break it (``ASSUMPTION_BRO
 the same query counts.
 
 Invariants: the non-file rows given are every non-file action of the state (the replay keeps
-them all; a checkpoint's untouched rows are file actions only). ``last(..., ignorenulls=True)``
-is order dependent, and safe here only because replay leaves exactly one protocol and one
-metaData row; a state without either raises ``DELTA_STATE_RECOVER_ERROR`` with delta-spark's
-text. ``BaseSums`` count tombstones under one retention horizon, and say for which later
-horizons the count still holds (``holds_at``). An ``ObservedLayer`` holds the same aggregations
-as the query, over one replay's rows, under the retention of the snapshot that replayed them.
+them all; a checkpoint's untouched rows are file actions only). The protocol and metadata are
+the last of those collected (``collect_list``, deterministic as observed metrics must be, where
+``last`` is not): the order is not defined, and that is safe only because replay leaves exactly
+one protocol and one metaData row; a state without either raises ``DELTA_STATE_RECOVER_ERROR``
+with delta-spark's text. ``BaseSums`` count tombstones under one retention horizon, and say for
+which later horizons the count still holds (``holds_at``). An ``ObservedLayer`` holds the same
+aggregations as the query, over one replay's rows, under the retention of the snapshot that
+replayed them.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from delta_connect_py.plans.spark import collect
 from delta_connect_py.protocol.actions import Metadata, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import Column, DataFrame
 
 
@@ -161,16 +165,18 @@ def _file_aggregations() -> list[Any]:
     ]
 
 
-def _non_file_aggregations() -> list[Any]:
+def _non_file_aggregations(kept: Callable[[str], Column] = F.col) -> list[Column]:
+    """The non-file part of computedState over state rows; ``kept`` names a column, null where
+    the row is not retained (the query's rows are retained already)."""
     return [
         F.count("metaData.id").alias("numOfMetadata"),
         F.count("protocol.minReaderVersion").alias("numOfProtocol"),
-        F.count("txn.appId").alias("numOfSetTransactions"),
+        F.count(kept("txn.appId")).alias("numOfSetTransactions"),
         F.count("domainMetadata.domain").alias("numOfDomainMetadata"),
-        F.collect_set("txn").alias("setTransactions"),
+        F.collect_set(kept("txn")).alias("setTransactions"),
         F.collect_set("domainMetadata").alias("domainMetadata"),
-        F.last("metaData", ignorenulls=True).alias("metadata"),
-        F.last("protocol", ignorenulls=True).alias("protocol"),
+        F.collect_list("metaData").alias("metadata"),
+        F.collect_list("protocol").alias("protocol"),
     ]
 
 
@@ -228,9 +234,6 @@ class ObservedLayer:
     def from_metrics(metrics: dict[str, Any], tombstone_horizon: int | None) -> ObservedLayer:
         sums = _sums(metrics, _TOTAL_NAMES, tombstone_horizon, metrics["oldestTombstone"])
         non_file = {name: metrics[name] for name in _NON_FILE_METRICS}
-        # Replay leaves one of each; an observed metric cannot use the order-dependent last().
-        for name in ("metadata", "protocol"):
-            non_file[name] = non_file[name][-1] if non_file[name] else None
         return ObservedLayer(sums, bool(metrics["keysNotPlain"]), non_file)
 
     def state(self, base: BaseSums, counted: bool, version: int) -> State:
@@ -268,14 +271,7 @@ def layer_aggregations(row_retained: Column, key_not_plain: Column) -> list[Colu
         # Only a tombstone or a txn is ever not retained.
         F.min(_counted_deletion_time(row_retained)).alias("oldestTombstone"),
         F.coalesce(F.max(key_not_plain), F.lit(False)).alias("keysNotPlain"),
-        F.count("metaData.id").alias("numOfMetadata"),
-        F.count("protocol.minReaderVersion").alias("numOfProtocol"),
-        F.count(kept("txn.appId")).alias("numOfSetTransactions"),
-        F.count("domainMetadata.domain").alias("numOfDomainMetadata"),
-        F.collect_set(kept("txn")).alias("setTransactions"),
-        F.collect_set("domainMetadata").alias("domainMetadata"),
-        F.collect_list("metaData").alias("metadata"),
-        F.collect_list("protocol").alias("protocol"),
+        *_non_file_aggregations(kept),
     ]
 
 
@@ -283,9 +279,9 @@ def _state(totals: BaseSums, non_file: Any, version: int) -> State:
     """The state of file sums ``totals`` and the non-file aggregations ``non_file`` (by the
     names of ``_non_file_aggregations``); ``DELTA_STATE_RECOVER_ERROR`` without a protocol or
     metadata."""
-    if non_file["protocol"] is None:
+    if not non_file["protocol"]:
         raise StateRecoverError(operation="protocol", version=version)
-    if non_file["metadata"] is None:
+    if not non_file["metadata"]:
         raise StateRecoverError(operation="metadata", version=version)
     return State(
         size_in_bytes=totals.size_in_bytes,
@@ -301,6 +297,6 @@ def _state(totals: BaseSums, non_file: Any, version: int) -> State:
         domain_metadata=tuple(
             sorted((dm.asDict() for dm in non_file["domainMetadata"]), key=lambda d: d["domain"])
         ),
-        metadata=Metadata.from_action(non_file["metadata"].asDict(recursive=True)),
-        protocol=Protocol.from_action(non_file["protocol"].asDict(recursive=True)),
+        metadata=Metadata.from_action(non_file["metadata"][-1].asDict(recursive=True)),
+        protocol=Protocol.from_action(non_file["protocol"][-1].asDict(recursive=True)),
     )
