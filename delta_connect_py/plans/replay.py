@@ -424,8 +424,13 @@ def folded(
         if state.updates_miss_base():
             assert state.base_sums is not None and state.observed is not None
             base_sums = state.base_sums.plus(state.observed.sums)
-    # Canonical keys, whatever plain_keys says: exact before the keys are known.
-    rows = dataclasses.replace(state, plain_keys=False)._replayed_rows()
+    # The state's own join keys once known (plain ones spare canonicalizing both replays'
+    # paths: L, the fold's job 0.42-0.69 s against 0.65-1.15 s); canonical keys, exact whatever
+    # the keys are, before that.
+    keys_known = (
+        state if state.plain_keys is not None else dataclasses.replace(state, plain_keys=False)
+    )
+    rows = keys_known._replayed_rows()
     partitions = num_partitions or partitions_for(state.replayed_bytes)
     return dataclasses.replace(
         state,
