@@ -33,7 +33,6 @@ from delta_connect_py.plans.loading import (
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
 from delta_connect_py.plans.replay import (
     ReconstructedState,
-    folded,
     reconstruct,
     reconstruct_after,
 )
@@ -236,8 +235,9 @@ class Snapshot:
         if computed is None:
             computed = self._computed_state(self._keys_checked())
             assert computed is not None  # only an assumption (check_plain_keys) can fail
+        reconstructed = self._reconstructed
         self.__dict__["_reconstructed"] = dataclasses.replace(
-            self._reconstructed, base_sums=computed.base_sums
+            reconstructed, base_sums=computed.base_sums, counted_updates=reconstructed.updates
         )
         return computed.state
 
@@ -269,9 +269,9 @@ class Snapshot:
     def _state_on_base_sums(self) -> State | None:
         """After updates, the state as the earlier rows' ``base_sums`` plus the aggregations
         the update's replay observed, when its keys miss those rows (one probe, see
-        ``plans.replay``): no state query. None when that does not apply. When a key hits, the
-        updates are folded into the first replay now, so that the full query that follows
-        counts every row into the base sums and later updates start clean."""
+        ``plans.replay``): no state query. None when that does not apply, or a key hits: then
+        the full query that follows leaves the updates' keys out of the base sums, so that later
+        updates are probed for their new keys only."""
         config = self.replay_config()
         reconstructed = self._reconstructed
         if not reconstructed.carries_base_sums(config):
@@ -279,9 +279,6 @@ class Snapshot:
         indexed = reconstructed.with_key_indexes()
         self.__dict__["_reconstructed"] = indexed
         if not indexed.updates_miss_base():
-            self.__dict__["_reconstructed"] = folded(
-                dataclasses.replace(indexed, base_sums=None), config, self.snapshot_partitions
-            )
             return None
         assert indexed.base_sums is not None and indexed.observed is not None
         return indexed.observed.state(

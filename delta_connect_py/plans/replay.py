@@ -20,8 +20,9 @@ earlier state query counted (``base_sums``: the checkpoint's rows and the first 
 stand when no key of ``updates`` is in the checkpoint or the first replay: that is one small job
 probing hashes of their file names (``key_index`` and ``replayed_index``, kept on the
 server). An append adds new files, so a polling loop over an
-appended table takes that path. A commit that removes or rewrites an earlier file makes the
-updates fold into the first replay at once and the full query run; so do tombstones expiring.
+appended table takes that path. A commit that removes or rewrites an earlier file makes the full
+query run (so do tombstones expiring); its sums leave out the rows that ``updates`` supersedes,
+so later updates probe only the keys ``updates`` has gained since (``counted_updates``).
 
 Invariants: the partition key is a function of the file name that is equal for any two paths whose
 canonical keys are equal (the lower-cased last path segment: canonicalization only changes
@@ -41,13 +42,14 @@ checked by the replay worker. Tombstone and transaction retention are applied la
 checkpoint rows alike, so an update whose commit lengthens a retention finds what the earlier replay
 would otherwise have dropped. ``base_sums`` are the sums, under one retention horizon, of the
 state's rows outside ``updates`` (the checkpoint rows no replayed key has, and the rows of
-``replayed`` no key of ``updates`` has) when they were counted. New keys only ever join
-``updates``, so the sums stay exact while every key of ``updates`` misses the file name hashes of
-the checkpoint and of ``replayed``; a fold adds the folded replay's observed sums to them after
-probing its keys so, and drops them when a key hits. ``observed`` is the observation of the
-newest replay, under the retention of the snapshot that replayed it, which is this one. Equal
-file keys have equal file name hashes (see the partition key), so such a key always hits; a hit
-for any other reason only costs the full query.
+``replayed`` no key of ``updates`` has) when they were counted, ``updates`` then being
+``counted_updates``. A replay keeps every key it saw, so ``updates`` only ever gains keys, and the
+sums stay exact while every key of ``updates`` that ``counted_updates`` has not (compared as file
+keys) misses the file name hashes of the checkpoint and of ``replayed``; a fold adds the folded
+replay's observed sums to them after probing its keys so, and drops them when a key hits.
+``observed`` is the observation of the newest replay, under the retention of the snapshot that
+replayed it, which is this one. Equal file keys have equal file name hashes (see the partition
+key), so such a key always hits; a hit for any other reason only costs the full query.
 """
 
 from __future__ import annotations
@@ -176,6 +178,9 @@ class ReconstructedState:
     #: Whether ``observed``'s replay was folded into ``replayed`` (its sums, if any, are in
     #: ``base_sums``).
     observed_in_base: bool = False
+    #: The ``updates`` the full query that counted ``base_sums`` ran with, whose keys the sums
+    #: already leave out; None when it ran without (or they were folded since).
+    counted_updates: DataFrame | None = None
 
     def with_keys_checked(self) -> ReconstructedState:
         """This state with ``plain_keys`` known (one small job over the replay when unknown)."""
@@ -259,19 +264,40 @@ class ReconstructedState:
 
     def updates_miss_base(self) -> bool:
         """Whether no file name of ``updates`` is among the checkpoint's and ``replayed``'s
-        (``with_key_indexes`` must have built their indexes): one small job. True without
-        ``updates``."""
+        (``with_key_indexes`` must have built their indexes), leaving out the file keys of
+        ``counted_updates``, whose rows ``base_sums`` already leave out: one small job. True
+        without ``updates``."""
         if self.updates is None:
             return True
         assert self.replayed_index is not None
         assert self.checkpoint is None or self.key_index is not None
         indexes = [index for index in (self.key_index, self.replayed_index) if index is not None]
-        keys = F.broadcast(_file_name_hashes(self.updates))
+        keys = F.broadcast(_file_name_hashes(self._uncounted_updates()))
         hits = union_all(indexes).join(keys, on=_NAME_HASH, how="left_semi")
         # A count is one job; limit(1) scans partitions in rounds when nothing hits (L: medians
         # 0.18 against 0.26 s).
         count: int = collect(hits.agg(F.count(F.lit(1)).alias("hits")))[0]["hits"]
         return count == 0
+
+    def _uncounted_updates(self) -> DataFrame:
+        """The file actions of ``updates`` whose file keys ``counted_updates`` has not (exact
+        keys: a file name alone may stand for another file)."""
+        assert self.updates is not None
+        files = self.updates.where(is_file_action())
+        if self.counted_updates is None:
+            return files
+        join_keys = self._exact_join_keys()
+        counted = self.counted_updates.where(is_file_action()).select(*join_keys.columns())
+        return (
+            files.select(*STATE_COLUMNS, *join_keys.columns())
+            .join(F.broadcast(counted), on=join_keys.names, how="left_anti")
+            .drop(*join_keys.names)
+        )
+
+    def _exact_join_keys(self) -> _JoinKeys:
+        """The state's join keys once known (plain ones spare canonicalizing paths), else
+        canonical keys, exact whatever the keys are."""
+        return _JoinKeys(self.table_root, bool(self.plain_keys))
 
     def _checkpoint_untouched(self, stats_parsed: StructType | None = None) -> list[DataFrame]:
         """The checkpoint's file actions no replayed action has the key of (see the module)."""
@@ -424,13 +450,9 @@ def folded(
         if state.updates_miss_base():
             assert state.base_sums is not None and state.observed is not None
             base_sums = state.base_sums.plus(state.observed.sums)
-    # The state's own join keys once known (plain ones spare canonicalizing both replays'
-    # paths: L, the fold's job 0.42-0.69 s against 0.65-1.15 s); canonical keys, exact whatever
-    # the keys are, before that.
-    keys_known = (
-        state if state.plain_keys is not None else dataclasses.replace(state, plain_keys=False)
-    )
-    rows = keys_known._replayed_rows()
+    # Plain keys spare canonicalizing both replays' paths (L, the fold's job 0.42-0.69 s
+    # against 0.65-1.15 s).
+    rows = dataclasses.replace(state, plain_keys=bool(state.plain_keys))._replayed_rows()
     partitions = num_partitions or partitions_for(state.replayed_bytes)
     return dataclasses.replace(
         state,
@@ -439,6 +461,7 @@ def folded(
         update_bytes=0,
         base_sums=base_sums,
         observed_in_base=True,
+        counted_updates=None,
         replayed_index=_folded_index(state) if base_sums is not None else None,
     )
 

@@ -344,15 +344,18 @@ def test_updates_missing_the_earlier_rows_are_counted_on_their_sums(
     """After update(), a state whose new keys are neither in the checkpoint nor in the first
     replay is counted as the last full query's sums of those plus the update's observed
     aggregations, also when each update folds its replay into the first; a retention horizon
-    moved back, a counted checkpoint tombstone expiring, a checkpointed file removed, and (when
-    each update folds) a file of the first replay removed each make the full query run again.
-    Every state equals the reference replay's."""
+    moved back, a counted checkpoint tombstone expiring, a checkpointed file removed, and a file
+    of the first replay removed each make the full query run again. After such a query the
+    updates' keys are left out of the sums: later updates are probed for their new keys only,
+    by exact key (a file of another directory with the same name runs the query). Every state
+    equals the reference replay's."""
 
     def tombstone(path: str, deleted_at: int) -> dict[str, Any]:
         return {"remove": {"path": path, "deletionTimestamp": deleted_at, "dataChange": True}}
 
     checkpointed = [
         *(_file("add", name) for name in ("a.parquet", "b.parquet", "c%20d.parquet")),
+        _file("add", "sub/b.parquet"),
         tombstone("counted.parquet", NOW_MS - 6 * DAY_MS),  # within the default 7 days
         tombstone("expired.parquet", NOW_MS - 10 * DAY_MS),
     ]
@@ -372,15 +375,21 @@ def test_updates_missing_the_earlier_rows_are_counted_on_their_sums(
         ),
         # new-1 is in the updates' replay, or folded into the first replay.
         ([_file("add", "new-3.parquet"), _file("remove", "new-1.parquet")], NOW_MS + DAY_MS, folds),
-        # A file of the first replay: the updates fold now, and the next update starts clean.
+        # A file of the first replay: the query leaves the updates' keys out of its sums, so
+        # the next update is probed for its new key only.
         ([_file("remove", "r.parquet")], NOW_MS + DAY_MS, True),
         ([_file("add", "new-5.parquet")], NOW_MS + DAY_MS, False),
         ([_file("add", "new-4.parquet")], NOW_MS + 21 * DAY_MS, True),  # one counted expires
         ([_file("remove", "b.parquet")], NOW_MS + 21 * DAY_MS, True),  # a checkpointed file
+        ([_file("add", "new-6.parquet")], NOW_MS + 21 * DAY_MS, False),
+        # b's key is among the counted updates' (unless they were folded since).
+        ([_file("add", "b.parquet")], NOW_MS + 21 * DAY_MS, folds),
+        # Another file of the same name: a hit.
+        ([_file("remove", "sub/b.parquet")], NOW_MS + 21 * DAY_MS, True),
     ]
     with _checkpointed(spark, commits, 1, max_update_bytes) as (tmp, table, clock):
         snapshot = table.snapshot()
-        assert _sums(snapshot.state) == _reference_sums(commits, snapshot) == (28, 4, 1, 0)
+        assert _sums(snapshot.state) == _reference_sums(commits, snapshot) == (35, 5, 1, 0)
         for actions, now, runs_query in steps:
             commits.append(actions)
             write_log(tmp, commits)
@@ -393,7 +402,8 @@ def test_updates_missing_the_earlier_rows_are_counted_on_their_sums(
             assert _sums(state) == _reference_sums(commits, snapshot)
             assert state == table.snapshot().state
             assert _ours(snapshot) == _reference(commits, snapshot)
-        assert _sums(snapshot.state) == (42, 6, 4, 0)  # 9 adds of 7 bytes, less b, r, new-1
+        # 11 adds of 7 bytes (b twice), less r, new-1, sub/b and the first b.
+        assert _sums(snapshot.state) == (56, 8, 4, 0)
 
 
 def test_keys_folded_twice_before_a_state_query_are_not_lost(spark: Any) -> None:
