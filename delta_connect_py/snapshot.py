@@ -31,11 +31,7 @@ from delta_connect_py.plans.loading import (
     malformed_commits_reported,
 )
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
-from delta_connect_py.plans.replay import (
-    ReconstructedState,
-    reconstruct,
-    reconstruct_after,
-)
+from delta_connect_py.plans.replay import ReconstructedState, reconstruct, reconstruct_after
 from delta_connect_py.plans.state import ComputedState, State, compute_state
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
