@@ -35,6 +35,11 @@ Invariants:
   snapshot's error) and every later commit in range is present, else
   ``DELTA_MISSING_FILES_UNEXPECTED_VERSION`` (delta-spark's batch reader skips missing commits
   silently; we refuse, as its streams do);
+* a range is read only where this library can read the protocol: every protocol action in a
+  batch range and the protocol in force at its start, and every protocol action in the commits a
+  stream batch reaches, pass delta-spark's ``protocolRead`` check, else
+  ``DELTA_UNSUPPORTED_FEATURES_FOR_READ`` (or ``DELTA_INVALID_PROTOCOL_VERSION``) names the
+  version;
 * streams read each batch with the metadata in effect at the batch's start (delta-spark's
   schema tracking): a commit whose metadata changes the schema, partitioning or ``delta.*``
   configuration gets a ``METADATA_CHANGE_INDEX`` barrier that ends the batch, and the next
@@ -51,7 +56,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -92,7 +97,7 @@ from delta_connect_py.plans.loading import (
 )
 from delta_connect_py.plans.spark import collect, escape_glob, map_in_arrow, spark_schema
 from delta_connect_py.protocol import properties as props
-from delta_connect_py.protocol.actions import Metadata
+from delta_connect_py.protocol.actions import Metadata, Protocol
 from delta_connect_py.protocol.cdf import (
     BASE_INDEX,
     AdmissionLimits,
@@ -235,7 +240,7 @@ def read_commit_changes(table: DeltaTable, files: Sequence[LogFile]) -> list[Com
 def _snapshot_at(table: DeltaTable, listing: LogListing, version: int) -> Snapshot:
     """The snapshot at ``version`` from an existing listing (one P&M job, no re-listing)."""
     segment, pm = table.loaded_segment(table.log_segment(version, listing), listing)
-    check_readable(pm.protocol, table.table_root)
+    check_readable(pm.protocol, table.table_root, segment.version)
     return Snapshot(table=table, segment=segment, protocol_and_metadata=pm, created_at_ms=now_ms())
 
 
@@ -256,6 +261,19 @@ def _metadata_at(
     return _snapshot_at(table, listing, first.version).metadata
 
 
+def _readable_start_metadata(
+    table: DeltaTable, listing: LogListing, first: CommitChanges
+) -> Metadata:
+    """The metadata at ``first``'s version, where the protocol in force is readable.
+
+    ``_check_protocols`` checks ``first``'s own protocol action; without one, the start
+    snapshot (which delta-spark's ``changesToDF`` always loads) checks the protocol in force,
+    even when ``first``'s metaData alone would have given the metadata."""
+    if first.metadata is not None and first.protocol is None:
+        return _snapshot_at(table, listing, first.version).metadata
+    return _metadata_at(table, listing, first)
+
+
 def commit_timestamps_ms(
     commits: Mapping[int, LogFile], changes: Sequence[CommitChanges], start: int, end: int
 ) -> dict[int, int]:
@@ -272,6 +290,14 @@ def commit_timestamps_ms(
 
 
 # ----------------------------------------------------------------------------- checks
+
+
+def _check_protocols(path: str, changes: Iterable[CommitChanges]) -> None:
+    """delta-spark's ``protocolRead`` on each protocol action of ``changes``: a range that
+    crosses an upgrade to a protocol this library cannot read fails, never returns rows."""
+    for change in changes:
+        if change.protocol is not None:
+            check_readable(Protocol.from_action(change.protocol), path, change.version)
 
 
 def _check_enabled(metadata: Metadata, version: int, start: int, end: int) -> None:
@@ -687,7 +713,8 @@ def load_cdf(
     commits = _commits_by_version(listing)
     files = _commits_for_range(table, listing, commits, window.start, window.end)
     changes = read_commit_changes(table, files)
-    start_metadata = _metadata_at(table, listing, changes[0])
+    _check_protocols(table.table_root, changes)
+    start_metadata = _readable_start_metadata(table, listing, changes[0])
     end_metadata = _last_metadata(start_metadata, changes)
     read = _read_schema(table, listing, start_metadata, end_metadata, window.end, latest)
     bounds = (window.start, window.end)
@@ -781,6 +808,9 @@ def _file_changes(
         for c in changes
     )
     selected = file_changes(versions, from_version, from_index, limits, end_offset)
+    # Like delta-spark's stream, which checks each protocol action as it reaches its commit.
+    reached = max((f.version for f in selected), default=from_version)
+    _check_protocols(table.table_root, [c for c in changes if c.version <= reached])
     by_version = _metadata_by_version(from_version, start_metadata, changes)
     return FileChanges(selected, start_metadata, timestamps, start_metadata.id, by_version)
 

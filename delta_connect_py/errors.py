@@ -98,17 +98,19 @@ class StateRecoverError(DeltaError):
 class UnsupportedFeaturesForReadError(DeltaError):
     error_class = "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
     template = (
-        'Unsupported Delta read feature: table "{path}" requires reader table feature(s) that '
-        "are unsupported by delta_connect_py: {features}. Use a reader that supports them."
+        'Unsupported Delta read feature: table "{path}" at version {version} requires reader '
+        "table feature(s) that are unsupported by delta_connect_py: {features}. Use a reader "
+        "that supports them."
     )
 
 
 class InvalidProtocolVersionError(DeltaError):
     error_class = "DELTA_INVALID_PROTOCOL_VERSION"
     template = (
-        'Unsupported Delta protocol version: table "{path}" requires reader version '
-        "{reader_required} and writer version {writer_required}, but delta_connect_py supports "
-        "reader versions {supported_readers}. Please upgrade to a newer release."
+        'Unsupported Delta protocol version: table "{path}" at version {version} requires '
+        "reader version {reader_required} and writer version {writer_required}, but "
+        "delta_connect_py supports reader versions {supported_readers}. Please upgrade to a "
+        "newer release."
     )
 
 

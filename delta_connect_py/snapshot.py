@@ -176,7 +176,7 @@ class Snapshot:
         pm = protocol_and_metadata(
             self.spark, new_commits, table.log_dir, previous=self.protocol_and_metadata
         )
-        check_readable(pm.protocol, table.table_root)
+        check_readable(pm.protocol, table.table_root, segment.version)
         return Snapshot(
             table=table,
             segment=segment,

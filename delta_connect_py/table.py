@@ -127,7 +127,7 @@ class DeltaTable:
         if timestamp is not None:
             version = self.version_at(timestamp, listing)
         segment, pm = self.loaded_segment(self.log_segment(version, listing), listing)
-        check_readable(pm.protocol, self.table_root)
+        check_readable(pm.protocol, self.table_root, segment.version)
         return Snapshot(
             table=self,
             segment=segment,

@@ -45,15 +45,19 @@ def unsupported_reader_features(protocol: Protocol) -> list[str]:
     return sorted(set(protocol.reader_features or ()) - SUPPORTED_READER_FEATURES)
 
 
-def check_readable(protocol: Protocol, path: str) -> None:
-    """Raise if delta_connect_py cannot read a table with this protocol."""
+def check_readable(protocol: Protocol, path: str, version: int) -> None:
+    """Raise if delta_connect_py cannot read ``path`` at ``version``, where ``protocol`` is in
+    force (delta-spark's ``protocolRead``)."""
     if protocol.min_reader_version > MAX_READER_VERSION:
         raise InvalidProtocolVersionError(
             path=path,
+            version=version,
             reader_required=protocol.min_reader_version,
             writer_required=protocol.min_writer_version,
             supported_readers=", ".join(str(v) for v in range(1, MAX_READER_VERSION + 1)),
         )
     unsupported = unsupported_reader_features(protocol)
     if unsupported:
-        raise UnsupportedFeaturesForReadError(path=path, features=", ".join(unsupported))
+        raise UnsupportedFeaturesForReadError(
+            path=path, version=version, features=", ".join(unsupported)
+        )

@@ -43,6 +43,7 @@ from delta_connect_py.errors import (
     MissingChangeDataError,
     MissingFilesUnexpectedVersionError,
     NoStartForCdcReadError,
+    UnsupportedFeaturesForReadError,
 )
 from delta_connect_py.protocol.cdf import (
     BASE_INDEX,
@@ -470,6 +471,37 @@ def test_a_gap_in_the_log_is_a_data_loss_error(spark: Any, history: Path, tmp_pa
     with pytest.raises(MissingFilesUnexpectedVersionError):
         next(table.stream_cdf(0))
     assert len(_rows(table.load_cdf(4))) == 3  # v4 rebuilds from the checkpoint
+
+
+def test_a_range_crossing_an_unreadable_protocol_fails_naming_its_version(
+    spark: Any, history: Path, tmp_path: Path
+) -> None:
+    root = tmp_path / "upgraded"
+    shutil.copytree(history, root)
+    table = DeltaTable.for_path(spark, str(root))
+    stream = table.stream_cdf(0, poll_seconds=0)
+    offset, _ = next(stream)
+    assert offset.position == (5, BASE_INDEX)
+    log = root / "_delta_log"
+    created = [json.loads(line) for line in (log / commit_name(0)).read_text().splitlines()]
+    metadata = next(action["metaData"] for action in created if "metaData" in action)
+    future = ["futureFeature"]
+    upgrade = {"minReaderVersion": 3, "minWriterVersion": 7}
+    _commit(root, 5, "UPGRADE", {"protocol": {**upgrade, "readerFeatures": future}})
+    _commit(root, 6, "SET TBLPROPERTIES", {"metaData": {**metadata, "description": "later"}})
+
+    def failed_version(read: Any) -> str:
+        with pytest.raises(UnsupportedFeaturesForReadError) as info:
+            read()
+        assert info.value.getMessageParameters()["features"] == "futureFeature"
+        return info.value.getMessageParameters()["version"]
+
+    # The running stream reaches the upgrade; batch ranges cross it or start after it.
+    assert failed_version(lambda: next(stream)) == "5"
+    assert failed_version(lambda: table.load_cdf(0)) == "5"
+    # v6 has a metaData but no protocol action: the protocol in force there is still checked.
+    assert failed_version(lambda: table.load_cdf(6)) == "6"
+    assert failed_version(lambda: table.load_cdf(0, 4)) == "6"  # the latest schema's snapshot
 
 
 # ---------------------------------------------------------------------------- streaming

@@ -21,21 +21,22 @@ from delta_connect_py.protocol.features import SUPPORTED_READER_FEATURES, check_
     ],
 )
 def test_readable(protocol: Protocol) -> None:
-    check_readable(protocol, "/t")
+    check_readable(protocol, "/t", 3)
 
 
 def test_reader_version_too_high() -> None:
     with pytest.raises(InvalidProtocolVersionError) as info:
-        check_readable(Protocol(4, 7), "/t")
+        check_readable(Protocol(4, 7), "/t", 12)
     assert info.value.getErrorClass() == "DELTA_INVALID_PROTOCOL_VERSION"
     params = info.value.getMessageParameters()
     assert params["reader_required"] == "4" and params["writer_required"] == "7"
-    assert params["path"] == "/t"
+    assert params["path"] == "/t" and params["version"] == "12"
+    assert 'table "/t" at version 12 requires reader version 4' in str(info.value)
 
 
 def test_unsupported_features_named_sorted() -> None:
     protocol = Protocol(3, 7, ("variantShredding", "deletionVectors", "catalogManaged"), None)
     with pytest.raises(UnsupportedFeaturesForReadError) as info:
-        check_readable(protocol, "s3://b/t")
+        check_readable(protocol, "s3://b/t", 0)
     assert info.value.getMessageParameters()["features"] == "catalogManaged, variantShredding"
     assert str(info.value).startswith("[DELTA_UNSUPPORTED_FEATURES_FOR_READ]")
