@@ -13,7 +13,9 @@ as Spark jobs: Spark's DataFrameWriter writes the parquet into a staging folder 
 the parts (or sidecars) to their final names, writes the V2 top-level file and the hint and
 removes the staging.
 
-Invariants: the checkpoint holds exactly the snapshot's state (protocol, metaData, txn,
+Invariants: nothing is written to, or deleted from, a table whose protocol this library cannot
+read or whose writer features it does not honor (``protocol.features.check_writable``); the
+checkpoint holds exactly the snapshot's state (protocol, metaData, txn,
 domainMetadata, live adds with ``dataChange=false``, unexpired removes without ``stats`` and
 ``tags``); ``add.stats`` only when ``delta.checkpoint.writeStatsAsJson`` (default true);
 ``add.stats_parsed`` / ``add.partitionValues_parsed`` when
@@ -70,7 +72,7 @@ from delta_connect_py.protocol.cleanup import (
     needs_compat_checkpoint,
     plan_cleanup,
 )
-from delta_connect_py.protocol.features import protocol_features
+from delta_connect_py.protocol.features import check_writable, protocol_features
 from delta_connect_py.protocol.segment import CheckpointChoice
 from delta_connect_py.session import translate_server_error
 from delta_connect_py.snapshot import now_ms
@@ -357,6 +359,7 @@ def write_checkpoint(
     ``uuid_named`` (V2 tables only) overrides ``delta.checkpointPolicy``: True writes a
     UUID-named checkpoint with sidecars, False a classic-named V2 checkpoint.
     """
+    check_writable(snapshot.protocol, snapshot.table.table_root, snapshot.version)
     layout = checkpoint_layout(snapshot, part_size, uuid_named)
     frame = checkpoint_frame(snapshot, layout)
     staging = f"{snapshot.table.log_dir}/{STAGING_PREFIX}{uuid.uuid4().hex}"
@@ -380,6 +383,8 @@ def create_checkpoint(
     """Checkpoint ``version`` (default: latest) of ``table``; see the module docstring.
 
     Raises ``DELTA_CHECKPOINT_NON_EXIST_TABLE`` for a negative version,
+    ``DELTA_UNSUPPORTED_FEATURES_FOR_WRITE`` (or ``..._FOR_READ``) for a protocol whose features
+    this library does not honor,
     ``DELTA_MISSING_DELTA_TABLE`` when there is no table, ``DELTA_VERSION_NOT_FOUND`` for a
     version outside the log and ``DELTA_CHECKPOINT_SNAPSHOT_MISMATCH`` when the written add
     count differs from the snapshot's ``numOfFiles`` (then nothing is published).
@@ -413,6 +418,7 @@ def plan_table_cleanup(table: DeltaTable, now: int | None = None) -> TableCleanu
     if not listing.files:
         raise MissingDeltaTableError(path=table.table_root, log_path=table.log_dir)
     latest, pm = table.loaded_segment(table.log_segment(None, listing), listing)
+    check_writable(pm.protocol, table.table_root, latest.version)
     configuration = pm.metadata.configuration
     now = now_ms() if now is None else now
     plan = plan_cleanup(

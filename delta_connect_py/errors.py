@@ -104,13 +104,23 @@ class UnsupportedFeaturesForReadError(DeltaError):
     )
 
 
+class UnsupportedFeaturesForWriteError(DeltaError):
+    error_class = "DELTA_UNSUPPORTED_FEATURES_FOR_WRITE"
+    template = (
+        'Unsupported Delta write feature: table "{path}" at version {version} requires writer '
+        "table feature(s) that are unsupported by delta_connect_py: {features}. It writes "
+        "checkpoints and cleans up the log only where it honors every writer feature; use a "
+        "writer that supports them."
+    )
+
+
 class InvalidProtocolVersionError(DeltaError):
     error_class = "DELTA_INVALID_PROTOCOL_VERSION"
     template = (
         'Unsupported Delta protocol version: table "{path}" at version {version} requires '
         "reader version {reader_required} and writer version {writer_required}, but "
-        "delta_connect_py supports reader versions {supported_readers}. Please upgrade to a "
-        "newer release."
+        "delta_connect_py supports reader versions {supported_readers} and writer versions "
+        "{supported_writers}. Please upgrade to a newer release."
     )
 
 

@@ -30,6 +30,8 @@ from delta_connect_py.errors import (
     CheckpointSnapshotMismatchError,
     DeltaError,
     MissingDeltaTableError,
+    UnsupportedFeaturesForReadError,
+    UnsupportedFeaturesForWriteError,
 )
 from delta_connect_py.protocol.filenames import (
     LogFileKind,
@@ -481,6 +483,27 @@ def test_checkpoint_errors(spark: Any, tmp_path: Path, conformance_table: Any) -
         DeltaTable.for_path(spark, str(tmp_path / "nothing")).create_checkpoint()
     with pytest.raises(DeltaError, match="DELTA_VERSION_NOT_FOUND"):
         DeltaTable.for_path(spark, str(root)).create_checkpoint(1000)
+
+
+@pytest.mark.parametrize(
+    ("relative", "error"),
+    [
+        ("golden/collations-table/delta", UnsupportedFeaturesForWriteError),
+        ("kernel/catalog_managed_0/delta", UnsupportedFeaturesForReadError),
+    ],
+)
+def test_no_write_to_a_table_with_features_we_do_not_honor(
+    spark: Any, conformance_table: Any, relative: str, error: type[DeltaError]
+) -> None:
+    root = conformance_table(relative)
+    names_before = log_names(root)
+    table = DeltaTable.for_path(spark, str(root))
+    with pytest.raises(error, match=r"at version \d+ requires"):
+        table.create_checkpoint()
+    for dry_run in (True, False):
+        with pytest.raises(error):
+            table.cleanup_metadata(dry_run=dry_run)
+    assert log_names(root) == names_before
 
 
 def test_checkpoint_of_an_older_version_keeps_newer_hint(spark: Any, tmp_path: Path) -> None:
