@@ -99,23 +99,40 @@ def _invalid_version(protocol: Protocol, path: str, version: int) -> InvalidProt
 def check_readable(protocol: Protocol, path: str, version: int) -> None:
     """Raise if delta_connect_py cannot read ``path`` at ``version``, where ``protocol`` is in
     force (delta-spark's ``protocolRead``)."""
-    if protocol.min_reader_version > MAX_READER_VERSION:
-        raise _invalid_version(protocol, path, version)
-    unsupported = unsupported_reader_features(protocol)
-    if unsupported:
-        raise UnsupportedFeaturesForReadError(
-            path=path, version=version, features=", ".join(unsupported)
-        )
+    _refuse_unless_supported(
+        protocol,
+        path,
+        version,
+        version_supported=protocol.min_reader_version <= MAX_READER_VERSION,
+        unsupported=unsupported_reader_features(protocol),
+        error=UnsupportedFeaturesForReadError,
+    )
 
 
 def check_writable(protocol: Protocol, path: str, version: int) -> None:
     """Raise unless delta_connect_py may write checkpoints of ``path`` at ``version`` and clean
     up its log, where ``protocol`` is in force (delta-spark's ``protocolWrite``)."""
     check_readable(protocol, path, version)
-    if protocol.min_writer_version > MAX_WRITER_VERSION:
+    _refuse_unless_supported(
+        protocol,
+        path,
+        version,
+        version_supported=protocol.min_writer_version <= MAX_WRITER_VERSION,
+        unsupported=unsupported_writer_features(protocol),
+        error=UnsupportedFeaturesForWriteError,
+    )
+
+
+def _refuse_unless_supported(
+    protocol: Protocol,
+    path: str,
+    version: int,
+    *,
+    version_supported: bool,
+    unsupported: list[str],
+    error: type[UnsupportedFeaturesForReadError] | type[UnsupportedFeaturesForWriteError],
+) -> None:
+    if not version_supported:
         raise _invalid_version(protocol, path, version)
-    unsupported = unsupported_writer_features(protocol)
     if unsupported:
-        raise UnsupportedFeaturesForWriteError(
-            path=path, version=version, features=", ".join(unsupported)
-        )
+        raise error(path=path, version=version, features=", ".join(unsupported))

@@ -123,6 +123,12 @@ def _write_history(root: Path) -> Path:
     return root
 
 
+def _copy(spark: Any, history: Path, root: Path) -> DeltaTable:
+    """A copy of ``history`` at ``root`` (tests that write commits write to a copy)."""
+    shutil.copytree(history, root)
+    return DeltaTable.for_path(spark, str(root))
+
+
 @pytest.fixture(scope="module")
 def history(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # A table root with characters that need escaping in URIs (delta-rs rejects glob ones).
@@ -477,8 +483,7 @@ def test_a_range_crossing_an_unreadable_protocol_fails_naming_its_version(
     spark: Any, history: Path, tmp_path: Path
 ) -> None:
     root = tmp_path / "upgraded"
-    shutil.copytree(history, root)
-    table = DeltaTable.for_path(spark, str(root))
+    table = _copy(spark, history, root)
     stream = table.stream_cdf(0, poll_seconds=0)
     offset, _ = next(stream)
     assert offset.position == (5, BASE_INDEX)
@@ -559,8 +564,7 @@ def test_stream_starts_with_the_snapshot_then_polls(
     spark: Any, history: Path, tmp_path: Path
 ) -> None:
     root = tmp_path / "poll"
-    shutil.copytree(history, root)
-    table = DeltaTable.for_path(spark, str(root))
+    table = _copy(spark, history, root)
     stream = table.stream_cdf(poll_seconds=0.2)
     offset, first = next(stream)
     snapshot_rows = _rows(first)
