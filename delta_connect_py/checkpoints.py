@@ -11,7 +11,10 @@ checkpoint to a classic name as delta-spark does (:func:`write_compat_checkpoint
 as Spark jobs: Spark's DataFrameWriter writes the parquet into a staging folder inside
 ``_delta_log`` and a Python worker (``worker.checkpoint_files``) checks the add count, renames
 the parts (or sidecars) to their final names, writes the V2 top-level file and the hint and
-removes the staging.
+removes the staging. A snapshot whose computedState was never queried gets it from the write job
+itself (Spark's observed metrics over the rows written), so a single-file checkpoint runs no
+state query (L: 1.1-1.4 s less); the state query runs first only when the layout depends on the
+action count (``part_size``, sidecars).
 
 Invariants: nothing is written to, or deleted from, a table whose protocol this library cannot
 read or whose writer features it does not honor (``protocol.features.check_writable``); the
@@ -62,9 +65,11 @@ from delta_connect_py.plans.spark import (
     all_nullable,
     collect,
     map_in_arrow,
+    observing,
     session_conf,
     spark_schema,
 )
+from delta_connect_py.plans.state import state_aggregations
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.cleanup import (
     CleanupPlan,
@@ -168,15 +173,18 @@ def supports_v2_checkpoints(snapshot: Snapshot) -> bool:
 def checkpoint_layout(
     snapshot: Snapshot, part_size: int | None, uuid_named: bool | None = None
 ) -> Layout:
-    """The layout delta-spark would choose; ``uuid_named`` overrides the policy (V2 only)."""
-    state = snapshot.state
-    actions = state.num_of_files + state.num_of_removes
+    """The layout delta-spark would choose; ``uuid_named`` overrides the policy (V2 only).
+
+    Runs the state query only when the number of parts depends on the action count (a
+    ``part_size``, or sidecars): a single file's state is observed as it is written.
+    """
     v2 = supports_v2_checkpoints(snapshot)
     if uuid_named is None:
         uuid_named = props.checkpoint_policy(snapshot.metadata.configuration) == "v2"
     if v2 and uuid_named:
-        return Layout(num_parts_for(actions, part_size or V2_SIDECAR_PART_SIZE), True, True)
-    num_parts = num_parts_for(actions, part_size)
+        sidecar_size = part_size or V2_SIDECAR_PART_SIZE
+        return Layout(num_parts_for(_num_actions(snapshot), sidecar_size), True, True)
+    num_parts = 1 if part_size is None else num_parts_for(_num_actions(snapshot), part_size)
     if v2 and num_parts > 1:
         raise CheckpointUnsupportedError(
             path=snapshot.table.table_root,
@@ -184,6 +192,12 @@ def checkpoint_layout(
             "forbidden; omit part_size to write a classic-named V2 checkpoint.",
         )
     return Layout(num_parts, v2, False)
+
+
+def _num_actions(snapshot: Snapshot) -> int:
+    """The file actions a checkpoint of ``snapshot`` holds (the state query, once)."""
+    state = snapshot.state
+    return state.num_of_files + state.num_of_removes
 
 
 def _checkpoint_metadata_row(snapshot: Snapshot, frame: DataFrame) -> DataFrame:
@@ -357,14 +371,28 @@ def write_checkpoint(
     """Write ``snapshot`` as a checkpoint of its version and publish ``_last_checkpoint``.
 
     ``uuid_named`` (V2 tables only) overrides ``delta.checkpointPolicy``: True writes a
-    UUID-named checkpoint with sidecars, False a classic-named V2 checkpoint.
+    UUID-named checkpoint with sidecars, False a classic-named V2 checkpoint. The written add
+    count is checked against ``snapshot.state``'s numOfFiles. When the state was not computed
+    before, the write job observes it over the rows it writes: the check then proves that the
+    file holds every add the writer was given, not that a second query agrees.
     """
     check_writable(snapshot.protocol, snapshot.table.table_root, snapshot.version)
     layout = checkpoint_layout(snapshot, part_size, uuid_named)
     frame = checkpoint_frame(snapshot, layout)
+    schema = checkpoint_schema_json(frame)
+    observation = None
+    if not snapshot.state_known:
+        frame, observation = observing(frame, state_aggregations())
     staging = f"{snapshot.table.log_dir}/{STAGING_PREFIX}{uuid.uuid4().hex}"
-    request = _publish_request(snapshot, staging, layout, checkpoint_schema_json(frame))
     _write_staging(snapshot.spark, frame, staging)
+    try:
+        if observation is not None and observation.get:
+            snapshot.adopt_observed_state(observation.get)
+        # Without observed metrics (a server that returns none), the state query runs now.
+        request = _publish_request(snapshot, staging, layout, schema)
+    except Exception:
+        _discard(snapshot.spark, staging)
+        raise
     rows = _publish(snapshot.spark, request)
     return CheckpointResult(
         version=snapshot.version,

@@ -32,7 +32,7 @@ from delta_connect_py.plans.loading import (
 )
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
 from delta_connect_py.plans.replay import ReconstructedState, reconstruct, reconstruct_after
-from delta_connect_py.plans.state import ComputedState, State, compute_state
+from delta_connect_py.plans.state import ComputedState, State, compute_state, observed_state
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import commit_name
@@ -218,11 +218,29 @@ class Snapshot:
         state = self._state_on_base_sums()
         if state is None:
             state = self._queried_state()
+        self._check_recovered(state)
+        return state
+
+    @property
+    def state_known(self) -> bool:
+        """Whether ``state`` is computed already (reading it runs no job)."""
+        return "state" in self.__dict__
+
+    def adopt_observed_state(self, metrics: dict[str, Any]) -> State:
+        """``state`` from ``plans.state.state_aggregations`` observed by a job over exactly
+        this snapshot's retained state rows (a checkpoint writer's), checked like a queried
+        state; the state query then never runs."""
+        state = observed_state(metrics, self.version)
+        self._check_recovered(state)
+        self.__dict__["state"] = state
+        return state
+
+    def _check_recovered(self, state: State) -> None:
+        """The state's protocol and metadata must be the fast path's."""
         if state.protocol != self.protocol:
             raise StateRecoverError(operation="protocol", version=self.version)
         if state.metadata != self.metadata:
             raise StateRecoverError(operation="metadata", version=self.version)
-        return state
 
     def _queried_state(self) -> State:
         """The state query over every row of the state; its sums of the rows outside the

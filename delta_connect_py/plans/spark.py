@@ -14,12 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyspark.sql.connect.functions as F
 from pyspark.errors import PySparkException
 from pyspark.sql.connect import proto
+from pyspark.sql.connect.observation import Observation
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
@@ -185,6 +186,15 @@ def materialize_observed(
 
 
 _OBSERVATION = "delta_connect_py_observed"
+
+
+def observing(df: DataFrame, aggregations: list[Column]) -> tuple[DataFrame, Observation]:
+    """``df`` with ``aggregations`` over its rows computed by whichever job runs it (Spark's
+    observed metrics); the observation's ``get`` holds them once that job has run (empty when
+    the server returned none)."""
+    observation = Observation()
+    # Connect's Observation, not the classic type pyspark's stubs name.
+    return df.observe(cast("Any", observation), *aggregations), observation
 
 
 def _bound_to(checkpointed: DataFrame, session: SparkSession) -> DataFrame:

@@ -275,6 +275,18 @@ def layer_aggregations(row_retained: Column, key_not_plain: Column) -> list[Colu
     ]
 
 
+def state_aggregations() -> list[Column]:
+    """computedState's aggregations over rows that are exactly a state's retained rows, as a
+    checkpoint holds them (every row counts), for ``observed_state``."""
+    return layer_aggregations(F.lit(True), F.lit(False))
+
+
+def observed_state(metrics: dict[str, Any], version: int) -> State:
+    """The state whose rows ``state_aggregations`` observed (``DELTA_STATE_RECOVER_ERROR``
+    without a protocol or metadata)."""
+    return _state(_sums(metrics, _TOTAL_NAMES, None, None), metrics, version)
+
+
 def _state(totals: BaseSums, non_file: Any, version: int) -> State:
     """The state of file sums ``totals`` and the non-file aggregations ``non_file`` (by the
     names of ``_non_file_aggregations``); ``DELTA_STATE_RECOVER_ERROR`` without a protocol or

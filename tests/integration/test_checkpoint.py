@@ -15,8 +15,10 @@ import signal
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any
+from unittest import mock
 from urllib.parse import unquote
 
 import polars_deltalake
@@ -25,6 +27,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from delta_connect_py import checkpoints
+from delta_connect_py import snapshot as snapshot_module
 from delta_connect_py.errors import (
     CheckpointNonExistTableError,
     CheckpointSnapshotMismatchError,
@@ -33,6 +36,7 @@ from delta_connect_py.errors import (
     UnsupportedFeaturesForReadError,
     UnsupportedFeaturesForWriteError,
 )
+from delta_connect_py.plans.state import compute_state
 from delta_connect_py.protocol.filenames import (
     LogFileKind,
     checkpoint_name,
@@ -450,6 +454,76 @@ def test_failed_publish_and_mismatch_publish_nothing_visible(
     assert delta_rs_files(root)[0] == before["version"]
     monkeypatch.setattr(checkpoints, "_publish_request", original)
     checkpoint_and_verify(spark, root, 2)  # a re-run completes the set
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "golden/dv-partitioned-with-checkpoint/delta",
+        "kernel/app-txn-no-checkpoint/delta",
+        "delta-rs/table-with-domain-metadata/delta",
+    ],
+)
+def test_a_single_file_checkpoint_observes_the_state_it_writes(
+    spark: Any, conformance_table: Any, relative: str
+) -> None:
+    """A snapshot whose state was never queried gets it from the checkpoint's own write job
+    (observed metrics), equal to the queried state: no state query runs."""
+    root = conformance_table(relative)
+    table = DeltaTable.for_path(spark, str(root))
+    queried = table.snapshot().state
+    snapshot = table.snapshot()
+    with mock.patch.object(snapshot_module, "compute_state", wraps=compute_state) as query:
+        result = checkpoints.write_checkpoint(snapshot)
+        assert snapshot.state_known
+        assert snapshot.state == queried
+    assert not query.called
+    assert result.num_of_add_files == queried.num_of_files
+    assert result.num_actions == (
+        queried.num_of_files
+        + queried.num_of_removes
+        + queried.num_of_set_transactions
+        + queried.num_of_domain_metadata
+        + 2
+    )
+
+
+def test_without_observed_metrics_the_state_query_counts_the_checkpoint(
+    spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that returns no observed metrics: the state query runs after the write, and
+    the add count is checked against it as before."""
+    root = conformance_table(CONFORMANCE_TABLES[0])
+
+    no_metrics = types.SimpleNamespace(get={})
+    monkeypatch.setattr(checkpoints, "observing", lambda frame, _: (frame, no_metrics))
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+    with mock.patch.object(snapshot_module, "compute_state", wraps=compute_state) as query:
+        result = checkpoints.write_checkpoint(snapshot)
+    assert query.called
+    assert result.num_of_add_files == snapshot.state.num_of_files
+    monkeypatch.undo()
+    assert state_of(spark, root)["version"] == result.version
+
+
+def test_an_observed_add_count_the_file_lacks_publishes_nothing(
+    spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The single-file check on the observed path: the adds on disk must equal the adds the
+    write job observed, else DELTA_CHECKPOINT_SNAPSHOT_MISMATCH and nothing is published."""
+    root = conformance_table(CONFORMANCE_TABLES[0])
+    before_names, before_hint = log_names(root), _hint_text(root)
+    original = checkpoints._publish_request
+
+    def mismatch(*args: Any) -> Any:
+        request = original(*args)
+        return dataclasses.replace(request, expected_adds=request.expected_adds + 1)
+
+    monkeypatch.setattr(checkpoints, "_publish_request", mismatch)
+    with pytest.raises(CheckpointSnapshotMismatchError, match="doesn't match"):
+        DeltaTable.for_path(spark, str(root)).create_checkpoint()
+    assert log_names(root) == before_names
+    assert _hint_text(root) == before_hint
 
 
 def test_concurrent_checkpoints_of_one_version(spark: Any, conformance_table: Any) -> None:
