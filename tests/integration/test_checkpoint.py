@@ -428,7 +428,7 @@ def test_failed_publish_and_mismatch_publish_nothing_visible(
 ) -> None:
     root = conformance_table(CONFORMANCE_TABLES[0])
     before = state_of(spark, root)
-    before_hint = _hint_text(root)
+    before_names, before_hint = log_names(root), _hint_text(root)
     original = checkpoints._publish_request
 
     def mismatch(*args: Any) -> Any:
@@ -436,10 +436,12 @@ def test_failed_publish_and_mismatch_publish_nothing_visible(
         return dataclasses.replace(request, expected_adds=request.expected_adds + 1)
 
     monkeypatch.setattr(checkpoints, "_publish_request", mismatch)
-    with pytest.raises(CheckpointSnapshotMismatchError, match="doesn't match"):
-        DeltaTable.for_path(spark, str(root)).create_checkpoint(part_size=2)
-    assert not [n for n in log_names(root) if ".checkpoint.0" in n or "staging" in n]
-    assert _hint_text(root) == before_hint
+    # One file: checked against the add count its write job observed; parts: the queried one.
+    for part_size in (None, 2):
+        with pytest.raises(CheckpointSnapshotMismatchError, match="doesn't match"):
+            DeltaTable.for_path(spark, str(root)).create_checkpoint(part_size=part_size)
+        assert log_names(root) == before_names
+        assert _hint_text(root) == before_hint
 
     def crash_after_one_part(*args: Any) -> Any:
         return dataclasses.replace(original(*args), fail_after_parts=1)
@@ -504,26 +506,6 @@ def test_without_observed_metrics_the_state_query_counts_the_checkpoint(
     assert result.num_of_add_files == snapshot.state.num_of_files
     monkeypatch.undo()
     assert state_of(spark, root)["version"] == result.version
-
-
-def test_an_observed_add_count_the_file_lacks_publishes_nothing(
-    spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The single-file check on the observed path: the adds on disk must equal the adds the
-    write job observed, else DELTA_CHECKPOINT_SNAPSHOT_MISMATCH and nothing is published."""
-    root = conformance_table(CONFORMANCE_TABLES[0])
-    before_names, before_hint = log_names(root), _hint_text(root)
-    original = checkpoints._publish_request
-
-    def mismatch(*args: Any) -> Any:
-        request = original(*args)
-        return dataclasses.replace(request, expected_adds=request.expected_adds + 1)
-
-    monkeypatch.setattr(checkpoints, "_publish_request", mismatch)
-    with pytest.raises(CheckpointSnapshotMismatchError, match="doesn't match"):
-        DeltaTable.for_path(spark, str(root)).create_checkpoint()
-    assert log_names(root) == before_names
-    assert _hint_text(root) == before_hint
 
 
 def test_concurrent_checkpoints_of_one_version(spark: Any, conformance_table: Any) -> None:
