@@ -4,7 +4,9 @@ Responsibility: the user-facing :class:`Snapshot`. Cheap attributes (version, ti
 protocol, metadata, schema, properties) come from the log segment and the P&M fast path; the
 reconstructed state is a lazily built, server-cached DataFrame, and ``state`` is one query of
 global aggregations over it (``plans.state``), or after an update the same aggregations observed
-by the update's replay job added to the earlier rows' sums (``plans.replay``).
+by the update's replay job added to the earlier rows' sums (``plans.replay``), or the same
+aggregations observed by a checkpoint's write job over every row it wrote
+(``adopt_observed_state``).
 
 Invariants: a Snapshot is an immutable value (its properties never change once computed; only
 ``previous`` is let go of once the state no longer needs it); the reconstructed state's protocol
