@@ -20,9 +20,10 @@ write ``stats_parsed`` (delta-spark's default) and delta-rs does not (PROTOCOL.m
 
 Prints, per writer, the median seconds and every run; for ours also the phases (snapshot:
 listing and protocol/metadata; write: everything ``create_checkpoint`` does after it: the
-replay, computedState where the layout needs it first, the parquet, rename and hint), the checkpoint's action count, and whether delta-rs loads our result. The ratio is the
-median of each run's ratio (ours against delta-rs's run right after it), so that the machine's
-speed drifting during a run moves both sides of a ratio alike.
+replay, computedState where the layout needs it first, the parquet, rename and hint), the
+checkpoint's action count, and whether delta-rs loads our result. The ratio is the median of
+each run's ratio (ours against delta-rs's run right after it), so that the machine's speed
+drifting during a run moves both sides of a ratio alike.
 """
 
 from __future__ import annotations
