@@ -191,7 +191,10 @@ _OBSERVATION = "delta_connect_py_observed"
 def observing(df: DataFrame, aggregations: list[Column]) -> tuple[DataFrame, Observation]:
     """``df`` with ``aggregations`` over its rows computed by whichever job runs it (Spark's
     observed metrics); the observation's ``get`` holds them once that job has run (empty when
-    the server returned none)."""
+    the server returned none).
+
+    For jobs ``materialize_observed`` cannot serve: a write command leaves its DataFrame's
+    ``executionInfo`` empty over Connect 4.1, but fills an ``Observation``."""
     observation = Observation()
     # Connect's Observation, not the classic type pyspark's stubs name.
     return df.observe(cast("Any", observation), *aggregations), observation
