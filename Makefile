@@ -1,7 +1,7 @@
 # delta_connect_py developer commands. Prerequisites: Python 3.11, Java 17, make, pip reaching PyPI,
 # mvn reaching Maven Central (make test only).
 #
-#   make demo    describe a conformance table on the embedded local Spark Connect server
+#   make demo    describe the sample table examples/sample_table on the embedded local server
 #   make test    unit, thin-client integration/conformance, embedded, and delta-spark tests
 #   make lint    ruff check, ruff format --check, mypy
 #
@@ -20,7 +20,7 @@ VENV := .venv
 WORKER := .venv-worker
 THIN := .venv-thin
 CONFORMANCE ?= $(or $(DELTA_CONFORMANCE_DIR),../shared/conformance)
-DEMO_TABLE ?= $(CONFORMANCE)/delta-rs/table_with_deletion_logs/delta
+DEMO_TABLE ?= examples/sample_table
 PYTEST_ARGS ?=
 PIP := pip install --quiet --disable-pip-version-check
 
