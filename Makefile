@@ -19,7 +19,6 @@ PYTHON ?= python3.11
 VENV := .venv
 WORKER := .venv-worker
 THIN := .venv-thin
-CONFORMANCE ?= $(or $(DELTA_CONFORMANCE_DIR),../shared/conformance)
 DEMO_TABLE ?= examples/sample_table
 PYTEST_ARGS ?=
 PIP := pip install --quiet --disable-pip-version-check

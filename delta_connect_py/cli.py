@@ -1,164 +1,498 @@
 """The ``delta-connect`` command line.
 
-Responsibility: thin argparse front end over the public API; every subcommand prints plain JSON
-or text and exits non-zero with the error class on a DeltaError.
+Responsibility: a thin argparse front end over the public API. It parses the arguments, runs one
+command, prints the command's result (a JSON object) as JSON or as a text table, and turns every
+failure into one line on stderr.
 
-Invariants: ``--remote`` (else ``SPARK_REMOTE``, else the embedded server) picks the server; no
-subcommand writes anything unless its name says it does.
+Invariants:
+- ``--remote`` (else ``SPARK_REMOTE``, else the embedded server) picks the server; no command
+  writes anything unless its name says it does (``checkpoint``, ``cleanup``).
+- Output goes to stdout: a text table when stdout is a terminal, JSON otherwise, unless
+  ``--format`` says which. Every command prints one JSON object (never a bare list), and every
+  timestamp is ISO 8601 in UTC (``2026-11-25T19:44:17.337Z``) in both formats.
+- Exit status: 0 on success; 2 on a ``DeltaError`` or bad arguments; 1 on any other failure;
+  130 when interrupted. An error is one line on stderr (``error: ...``): the DeltaError's
+  message, or the exception's class and the first line of its message. A traceback is printed
+  only with ``--debug``.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
+import logging
+import re
 import sys
-from collections.abc import Sequence
-from typing import Any
+import traceback
+from collections.abc import Callable, Sequence
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, TextIO
 
 from delta_connect_py.errors import DeltaError
 
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
-def _describe(args: argparse.Namespace) -> dict[str, Any]:
+    from delta_connect_py.snapshot import Snapshot
+    from delta_connect_py.table import DeltaTable
+
+#: Exit statuses (see the module docstring).
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_DELTA_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+#: A table cell longer than this is cut, with an ellipsis (JSON output is never cut).
+MAX_CELL_WIDTH = 60
+
+Payload = dict[str, Any]
+
+# --- argument types ---------------------------------------------------------------------------
+
+_FILTER = re.compile(
+    r"^\s*(?P<column>[^\s=!<>]+)\s*(?P<op>not\s+in\b|in\b|==|=|!=|<=|>=|<|>)\s*(?P<value>.*?)\s*$",
+    re.IGNORECASE,
+)
+
+
+def version_number(text: str) -> int:
+    """A table version: a non-negative integer."""
+    try:
+        version = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a version number: {text!r}") from None
+    if version < 0:
+        raise argparse.ArgumentTypeError(f"a version is 0 or more, got {version}")
+    return version
+
+
+def positive_int(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    return number
+
+
+def column_list(text: str) -> list[str]:
+    """``a,b,c`` as a list of column names."""
+    columns = [name.strip() for name in text.split(",") if name.strip()]
+    if not columns:
+        raise argparse.ArgumentTypeError("no column names given")
+    return columns
+
+
+def literal(text: str) -> object:
+    """A filter value: a quoted string, else an integer, a float, true/false, else the text."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    return text
+
+
+def filter_predicate(text: str) -> tuple[str, str, object]:
+    """``COLUMN OP VALUE`` as the ``(column, op, value)`` tuple ``Snapshot.to_df`` takes.
+
+    ``in`` and ``not in`` take a comma-separated list of values.
+    """
+    match = _FILTER.match(text)
+    if match is None or not match["value"]:
+        raise argparse.ArgumentTypeError(
+            f"not a filter: {text!r}; expected COLUMN OP VALUE, e.g. 'id > 5', "
+            "'region = eu' or 'id in 1,2,3'"
+        )
+    op = " ".join(match["op"].lower().split())
+    if op in ("in", "not in"):
+        values = [literal(item.strip()) for item in match["value"].split(",") if item.strip()]
+        return match["column"], op, values
+    return match["column"], op, literal(match["value"])
+
+
+# --- plain values -----------------------------------------------------------------------------
+
+
+def iso_timestamp(value: datetime) -> str:
+    """ISO 8601: in UTC with a ``Z`` when ``value`` knows its zone, else as it is."""
+    if value.tzinfo is None:
+        return value.isoformat()
+    utc = value.astimezone(timezone.utc).replace(tzinfo=None)
+    spec = "milliseconds" if utc.microsecond % 1000 == 0 else "microseconds"
+    return utc.isoformat(timespec=spec) + "Z"
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON-ready values: timestamps ISO 8601 UTC, decimals and bytes as text."""
+    if isinstance(value, datetime):
+        return iso_timestamp(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        return {str(key): plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
+    return value
+
+
+def frame_rows(frame: DataFrame) -> list[dict[str, Any]]:
+    """The rows of ``frame`` through Arrow, maps as dicts where their keys allow it.
+
+    Arrow rather than Row objects: pyspark's Row conversion fails on maps with non-string keys,
+    and Arrow keeps the time zone of timestamps.
+    """
+    table = frame.toArrow()
+    try:
+        rows: list[dict[str, Any]] = table.to_pylist(maps_as_pydicts="lossy")
+    except TypeError:  # a map key Python cannot hash (a struct): keep (key, value) pairs
+        rows = table.to_pylist()
+    return [plain(row) for row in rows]
+
+
+# --- commands ---------------------------------------------------------------------------------
+
+
+def _table(args: argparse.Namespace) -> DeltaTable:
     from delta_connect_py import DeltaTable, connect
 
-    table = DeltaTable.for_path(connect(args.remote), args.path)
-    snapshot = table.snapshot(args.version, timestamp=args.timestamp)
-    return snapshot.describe()
+    return DeltaTable.for_path(connect(args.remote), args.path)
 
 
-def _checkpoint(args: argparse.Namespace) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    from delta_connect_py import DeltaTable, connect
-
-    table = DeltaTable.for_path(connect(args.remote), args.path)
-    result = table.create_checkpoint(args.version, part_size=args.part_size)
-    return {key: value for key, value in asdict(result).items() if key != "last_checkpoint"}
+def _snapshot(args: argparse.Namespace) -> Snapshot:
+    return _table(args).snapshot(args.version, timestamp=args.timestamp)
 
 
-def _cleanup(args: argparse.Namespace) -> dict[str, Any]:
-    from delta_connect_py import DeltaTable, connect
-
-    table = DeltaTable.for_path(connect(args.remote), args.path)
-    paths = table.cleanup_metadata(dry_run=args.dry_run)
-    return {"dry_run": args.dry_run, "deleted": paths}
-
-
-def _cdf(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from delta_connect_py import DeltaTable, connect
-
-    table = DeltaTable.for_path(connect(args.remote), args.path)
-    frame = table.load_cdf(args.start, args.end).orderBy("_commit_version", "_change_type")
-    if args.limit is not None:
-        frame = frame.limit(args.limit)
-    return [row.asDict(recursive=True) for row in frame.collect()]
+def _describe(args: argparse.Namespace) -> Payload:
+    snapshot = _snapshot(args)
+    described = snapshot.describe()
+    described["timestamp"] = snapshot.timestamp
+    described["partitionColumns"] = list(snapshot.partition_columns)
+    described["schema"] = [
+        {"name": field.name, "type": field.dataType.simpleString(), "nullable": field.nullable}
+        for field in snapshot.schema.fields
+    ]
+    return described
 
 
-def _show(args: argparse.Namespace) -> dict[str, Any]:
-    from delta_connect_py import DeltaTable, connect
+def _show(args: argparse.Namespace) -> Payload:
+    snapshot = _snapshot(args)
+    frame = snapshot.to_df(columns=args.columns, filter=args.filter or None)
+    return {
+        "path": snapshot.table.table_root,
+        "version": snapshot.version,
+        "rows": frame_rows(frame.limit(args.limit)),
+    }
 
-    table = DeltaTable.for_path(connect(args.remote), args.path)
-    snapshot = table.snapshot(args.version)
-    # Arrow, not Row objects: pyspark's Row conversion fails on maps with non-string keys.
-    rows = snapshot.to_df().limit(args.limit).toArrow().to_pylist()
-    return {"version": snapshot.version, "rows": rows}
 
-
-def _files(args: argparse.Namespace) -> dict[str, Any]:
-    from delta_connect_py import DeltaTable, connect
+def _files(args: argparse.Namespace) -> Payload:
     from delta_connect_py.data import select_files
 
-    table = DeltaTable.for_path(connect(args.remote), args.path)
-    snapshot = table.snapshot(args.version)
+    snapshot = _snapshot(args)
     files = [
         {
             "path": f.path,
-            "location": f.location,
             "size": f.size,
             "partitionValues": f.partition_values,
             "deletionVector": None if f.deletion_vector is None else f.deletion_vector.unique_id,
+            "location": f.location,
         }
         for f in select_files(snapshot)
     ]
-    return {"version": snapshot.version, "files": files}
+    return {"path": snapshot.table.table_root, "version": snapshot.version, "files": files}
 
 
-def _history(args: argparse.Namespace) -> dict[str, Any]:
-    from delta_connect_py import DeltaTable, connect
-
-    table = DeltaTable.for_path(connect(args.remote), args.path)
-    rows = table.history(limit=args.limit).collect()
-    return {"history": [row.asDict(recursive=True) for row in rows]}
+def _history(args: argparse.Namespace) -> Payload:
+    table = _table(args)
+    return {"path": table.table_root, "history": frame_rows(table.history(limit=args.limit))}
 
 
-def _server(args: argparse.Namespace) -> dict[str, Any]:
+def _cdf(args: argparse.Namespace) -> Payload:
+    table = _table(args)
+    frame = table.load_cdf(
+        args.start,
+        args.end,
+        starting_timestamp=args.start_timestamp,
+        ending_timestamp=args.end_timestamp,
+    ).orderBy("_commit_version", "_change_type")
+    if args.limit is not None:
+        frame = frame.limit(args.limit)
+    return {"path": table.table_root, "rows": frame_rows(frame)}
+
+
+def _checkpoint(args: argparse.Namespace) -> Payload:
+    from dataclasses import asdict
+
+    result = _table(args).create_checkpoint(args.version, part_size=args.part_size)
+    return {key: value for key, value in asdict(result).items() if key != "last_checkpoint"}
+
+
+def _cleanup(args: argparse.Namespace) -> Payload:
+    table = _table(args)
+    return {
+        "path": table.table_root,
+        "dry_run": args.dry_run,
+        "deleted": table.cleanup_metadata(dry_run=args.dry_run),
+    }
+
+
+def _server(args: argparse.Namespace) -> Payload:
     from delta_connect_py import connect
 
-    spark = connect(args.remote)
-    return {"spark_version": spark.version}
+    return {"spark_version": connect(args.remote).version}
+
+
+# --- the parser -------------------------------------------------------------------------------
+
+
+def _package_version() -> str:
+    from delta_connect_py import __version__
+
+    return __version__
+
+
+def _add_when(command: argparse.ArgumentParser, *, timestamp: bool = True) -> None:
+    """``--at-version N`` (alias ``--version``) and, where reading, ``--timestamp T``."""
+    when = command.add_mutually_exclusive_group()
+    when.add_argument(
+        "--at-version", dest="version", type=version_number, metavar="N", help="table version"
+    )
+    when.add_argument("--version", dest="version", type=version_number, help=argparse.SUPPRESS)
+    if timestamp:
+        when.add_argument(
+            "--timestamp",
+            metavar="T",
+            help="the version active at T, e.g. '2024-01-01 12:00:00' (UTC unless offset)",
+        )
+    command.set_defaults(version=None, timestamp=None)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="delta-connect",
-        description="Delta Lake table state over Spark Connect, with nothing on the server.",
+        description="Read Delta Lake tables through a Spark Connect server, with nothing "
+        "installed on the server.",
+        epilog="Exit status: 0 ok, 2 a Delta error or bad arguments, 1 any other failure.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_package_version()}")
     parser.add_argument(
         "--remote", default=None, help="sc://host:port (default: $SPARK_REMOTE, else embedded)"
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    describe = commands.add_parser("describe", help="version, protocol, metadata, computed state")
+    parser.add_argument(
+        "--format",
+        choices=("table", "json"),
+        default=None,
+        help="output format (default: table on a terminal, json otherwise)",
+    )
+    parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, run: Callable[[argparse.Namespace], Payload], help: str) -> Any:
+        sub = commands.add_parser(name, help=help, description=help)
+        sub.set_defaults(run=run)
+        return sub
+
+    describe = command("describe", _describe, "summary: version, schema, protocol, files, size")
     describe.add_argument("path")
-    when = describe.add_mutually_exclusive_group()
-    when.add_argument("--version", type=int, default=None)
-    when.add_argument("--timestamp", default=None, help="e.g. '2024-01-01 00:00:00' (UTC)")
-    describe.set_defaults(run=_describe)
-    checkpoint = commands.add_parser(
-        "checkpoint", help="write a checkpoint and _last_checkpoint (writes to _delta_log)"
+    _add_when(describe)
+
+    show = command("show", _show, "the table's rows (the first --limit of them)")
+    show.add_argument("path")
+    _add_when(show)
+    show.add_argument(
+        "--columns", type=column_list, default=None, metavar="A,B", help="columns to show"
+    )
+    show.add_argument(
+        "--filter",
+        type=filter_predicate,
+        action="append",
+        default=[],
+        metavar="'COL OP VALUE'",
+        help="keep rows where COL OP VALUE (ops = != < <= > >= in 'not in'); repeat to AND",
+    )
+    show.add_argument("--limit", type=positive_int, default=20, help="rows to show (20)")
+
+    files = command("files", _files, "the live data files a read of the table scans")
+    files.add_argument("path")
+    _add_when(files)
+
+    history = command("history", _history, "commit history, newest first")
+    history.add_argument("path")
+    history.add_argument("--limit", type=positive_int, default=None, help="newest N commits")
+
+    cdf = command("cdf", _cdf, "the change data feed between two versions or timestamps")
+    cdf.add_argument("path")
+    start = cdf.add_mutually_exclusive_group(required=True)
+    start.add_argument("--from", dest="start", type=version_number, metavar="N")
+    start.add_argument("--from-timestamp", dest="start_timestamp", metavar="T")
+    end = cdf.add_mutually_exclusive_group()
+    end.add_argument("--to", dest="end", type=version_number, metavar="M", help="(latest)")
+    end.add_argument("--to-timestamp", dest="end_timestamp", metavar="T")
+    cdf.add_argument("--limit", type=positive_int, default=None, help="print at most N rows")
+
+    checkpoint = command(
+        "checkpoint", _checkpoint, "write a checkpoint and _last_checkpoint (writes to _delta_log)"
     )
     checkpoint.add_argument("path")
-    checkpoint.add_argument("--version", type=int, default=None)
-    checkpoint.add_argument("--part-size", type=int, default=None, help="actions per part")
-    checkpoint.set_defaults(run=_checkpoint)
-    cleanup = commands.add_parser(
-        "cleanup", help="delete expired log files (writes to _delta_log unless --dry-run)"
+    _add_when(checkpoint, timestamp=False)
+    checkpoint.add_argument("--part-size", type=positive_int, default=None, help="actions per part")
+
+    cleanup = command(
+        "cleanup", _cleanup, "delete expired log files (writes to _delta_log unless --dry-run)"
     )
     cleanup.add_argument("path")
     cleanup.add_argument("--dry-run", action="store_true", help="only list what would go")
-    cleanup.set_defaults(run=_cleanup)
-    cdf = commands.add_parser("cdf", help="print the change data feed between two versions")
-    cdf.add_argument("path")
-    cdf.add_argument("--from", dest="start", type=int, required=True, help="first version")
-    cdf.add_argument("--to", dest="end", type=int, default=None, help="last version (latest)")
-    cdf.add_argument("--limit", type=int, default=None, help="print at most this many rows")
-    cdf.set_defaults(run=_cdf)
-    show = commands.add_parser("show", help="the table's rows (the first --limit of them)")
-    show.add_argument("path")
-    show.add_argument("--version", type=int, default=None)
-    show.add_argument("--limit", type=int, default=20)
-    show.set_defaults(run=_show)
-    files = commands.add_parser("files", help="the live data files a read scans")
-    files.add_argument("path")
-    files.add_argument("--version", type=int, default=None)
-    files.set_defaults(run=_files)
-    history = commands.add_parser("history", help="commit history, newest first")
-    history.add_argument("path")
-    history.add_argument("--limit", type=int, default=None)
-    history.set_defaults(run=_history)
-    server = commands.add_parser("server", help="connect and print the server's Spark version")
-    server.set_defaults(run=_server)
+
+    command("server", _server, "connect and print the server's Spark version")
     return parser
+
+
+# --- output -----------------------------------------------------------------------------------
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"))
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_CELL_WIDTH else text[: MAX_CELL_WIDTH - 1] + "…"
+
+
+def render_rows(rows: Sequence[dict[str, Any]]) -> str:
+    """Rows (dicts) as an aligned text table with a header; columns in first-seen order,
+    those empty in every row left out."""
+    if not rows:
+        return "(no rows)"
+    columns: list[str] = []
+    for row in rows:
+        columns.extend(key for key in row if key not in columns)
+    cells = [[_cell(row.get(column)) for column in columns] for row in rows]
+    # Columns empty in every row (history's many unset fields) only widen the table.
+    shown = [i for i in range(len(columns)) if any(line[i] for line in cells)]
+    columns = [columns[i] for i in shown]
+    cells = [[line[i] for i in shown] for line in cells]
+    widths = [max(len(name), *(len(line[i]) for line in cells)) for i, name in enumerate(columns)]
+
+    def line(values: Sequence[str]) -> str:
+        padded = (value.ljust(width) for value, width in zip(values, widths, strict=True))
+        return "  ".join(padded).rstrip()
+
+    rule = "  ".join("-" * width for width in widths)
+    return "\n".join([line(columns), rule, *(line(values) for values in cells)])
+
+
+def render_fields(fields: Sequence[tuple[str, Any]]) -> str:
+    """``name  value`` lines, names aligned."""
+    width = max(len(name) for name, _ in fields)
+    return "\n".join(
+        f"{name.ljust(width)}  {value if isinstance(value, str) else _cell(value)}".rstrip()
+        for name, value in fields
+    )
+
+
+def _size(num_bytes: int) -> str:
+    size = float(num_bytes)
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{num_bytes:,} bytes" if unit == "bytes" else f"{size:,.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def describe_summary(described: Payload) -> str:
+    """The ``describe`` result as a readable summary."""
+    metadata = described.get("metadata", {})
+    protocol = described.get("protocol", {})
+    state = described.get("state", {})
+    features = sorted(
+        {*(protocol.get("readerFeatures") or ()), *(protocol.get("writerFeatures") or ())}
+    )
+    protocol_text = (
+        f"reader {protocol.get('minReaderVersion')}, writer {protocol.get('minWriterVersion')}"
+        + (f"; features: {', '.join(features)}" if features else "")
+    )
+    schema = ", ".join(f"{field['name']} {field['type']}" for field in described.get("schema", []))
+    transactions = ", ".join(
+        f"{txn.get('appId')}={txn.get('version')}" for txn in state.get("setTransactions", [])
+    )
+    properties = ", ".join(f"{key}={value}" for key, value in described["properties"].items())
+    fields: list[tuple[str, Any]] = [
+        ("path", described["path"]),
+        ("version", str(described["version"])),
+        ("timestamp", described["timestamp"]),
+        ("name", metadata.get("name") or ""),
+        ("description", metadata.get("description") or ""),
+        ("schema", schema),
+        ("partitioned by", ", ".join(described.get("partitionColumns", [])) or "(none)"),
+        ("protocol", protocol_text),
+        ("files", f"{state.get('numOfFiles', 0):,} ({_size(state.get('sizeInBytes', 0))})"),
+        ("tombstones", f"{state.get('numOfRemoves', 0):,} unexpired remove actions"),
+        ("transactions", transactions or "(none)"),
+        ("properties", properties or "(none)"),
+    ]
+    return render_fields([(name, value) for name, value in fields if value != ""])
+
+
+def render_table(command: str, payload: Payload) -> str:
+    """``payload`` as text: the describe summary, else its fields then its list of rows."""
+    if command == "describe":
+        return describe_summary(payload)
+    scalars = [(key, value) for key, value in payload.items() if not isinstance(value, list)]
+    lists = [(key, value) for key, value in payload.items() if isinstance(value, list)]
+    parts = [render_fields(scalars)] if scalars else []
+    for key, items in lists:
+        if items and all(isinstance(item, dict) for item in items):
+            parts.append(render_rows(items))
+        else:
+            parts.append(f"{key}:" + "".join(f"\n  {_cell(item)}" for item in items))
+    return "\n\n".join(parts)
+
+
+def write_output(command: str, payload: Payload, output_format: str, out: TextIO) -> None:
+    plain_payload = plain(payload)
+    if output_format == "json":
+        out.write(json.dumps(plain_payload, indent=2, default=str) + "\n")
+    else:
+        out.write(render_table(command, plain_payload) + "\n")
+
+
+def error_line(exc: BaseException) -> str:
+    """One line for ``exc``: a DeltaError's message, else its class and first message line."""
+    if isinstance(exc, DeltaError):
+        return " ".join(str(exc).split())
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if not args.debug:
+        # pyspark logs a JSON record of the query context of some failures on stderr, on top of
+        # the exception the error line already reports.
+        logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
+    output_format = args.format or ("table" if sys.stdout.isatty() else "json")
     try:
-        result = args.run(args)
-    except DeltaError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    print(json.dumps(result, indent=2, default=str))
-    return 0
+        write_output(args.command, args.run(args), output_format, sys.stdout)
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"error: {error_line(exc)}", file=sys.stderr)
+        return EXIT_DELTA_ERROR if isinstance(exc, DeltaError) else EXIT_FAILURE
+    return EXIT_OK
 
 
 if __name__ == "__main__":
