@@ -1,21 +1,34 @@
-"""The ``delta-connect`` command line against the server under test."""
+"""The ``delta-connect`` command line against the server under test.
+
+Results are compared with delta-rs (``deltalake``) reading the same table, not with constants.
+"""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+from deltalake import DeltaTable as RustTable
 
 from delta_connect_py.cli import main
 from tests.conftest import CONFORMANCE
 
 TABLE = str(CONFORMANCE / "delta-rs/table_with_deletion_logs/delta")
+SAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "sample_table")
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
+    assert main(["--format", "json", *argv]) == 0
+    printed: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return printed
 
 
 def test_describe_prints_version_protocol_metadata_and_state(
     spark_remote: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # Not a terminal: JSON by default.
     assert main(["--remote", spark_remote, "describe", TABLE]) == 0
     described: dict[str, Any] = json.loads(capsys.readouterr().out)
     assert described["version"] == 20
@@ -27,6 +40,79 @@ def test_describe_prints_version_protocol_metadata_and_state(
 def test_describe_at_version(spark_remote: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--remote", spark_remote, "describe", TABLE, "--version", "3"]) == 0
     assert json.loads(capsys.readouterr().out)["version"] == 3
+    assert (
+        run_json(capsys, "--remote", spark_remote, "describe", TABLE, "--at-version", "4")[
+            "version"
+        ]
+        == 4
+    )
+
+
+def test_describe_the_sample_table_as_delta_rs_sees_it(
+    spark_remote: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rust = RustTable(SAMPLE)
+    described = run_json(capsys, "--remote", spark_remote, "describe", SAMPLE)
+    assert described["version"] == rust.version()
+    assert described["partitionColumns"] == rust.metadata().partition_columns
+    assert described["state"]["numOfFiles"] == len(rust.file_uris())
+    assert [field["name"] for field in described["schema"]] == [
+        field.name for field in rust.schema().fields
+    ]
+    assert described["timestamp"].endswith("Z")
+
+    assert main(["--remote", spark_remote, "--format", "table", "describe", SAMPLE]) == 0
+    summary = capsys.readouterr().out.splitlines()
+
+    def field(name: str) -> str:
+        (line,) = (line for line in summary if line.startswith(f"{name}  "))
+        return line[len(name) :].strip()
+
+    assert field("version") == str(rust.version())
+    assert field("partitioned by") == ", ".join(rust.metadata().partition_columns)
+    assert field("files").startswith(f"{len(rust.file_uris())} (")
+
+
+def test_show_filters_and_selects_like_delta_rs(
+    spark_remote: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shown = run_json(
+        capsys,
+        *("--remote", spark_remote, "show", SAMPLE, "--at-version", "3"),
+        *("--columns", "order_id,price", "--filter", "region in eu,us", "--filter", "quantity>=3"),
+    )
+    expected = (
+        RustTable(SAMPLE, version=3)
+        .to_pyarrow_table(
+            columns=["order_id", "price"],
+            filters=[("region", "in", ["eu", "us"]), ("quantity", ">=", 3)],
+        )
+        .to_pylist()
+    )
+    assert shown["version"] == 3
+    assert sorted(shown["rows"], key=lambda row: row["order_id"]) == sorted(
+        expected, key=lambda row: row["order_id"]
+    )
+
+
+def test_history_and_cdf_print_iso_utc_timestamps(
+    spark_remote: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rust = RustTable(SAMPLE)
+    history = run_json(capsys, "--remote", spark_remote, "history", SAMPLE, "--limit", "2")
+    assert [entry["version"] for entry in history["history"]] == [
+        rust.version(),
+        rust.version() - 1,
+    ]
+    assert all(entry["timestamp"].endswith("Z") for entry in history["history"])
+
+    changes = run_json(capsys, "--remote", spark_remote, "cdf", SAMPLE, "--from", "2", "--to", "3")
+    expected = rust.load_cdf(starting_version=2, ending_version=3).read_all()
+    assert len(changes["rows"]) == expected.num_rows
+    assert sorted(row["_change_type"] for row in changes["rows"]) == sorted(
+        expected.column("_change_type").to_pylist()
+    )
+    assert all(row["_commit_timestamp"].endswith("Z") for row in changes["rows"])
 
 
 def test_errors_print_the_error_class(
@@ -34,4 +120,23 @@ def test_errors_print_the_error_class(
 ) -> None:
     missing = str(CONFORMANCE / "golden/no-delta-log-folder/delta")
     assert main(["--remote", spark_remote, "describe", missing]) == 2
-    assert "DELTA_MISSING_DELTA_TABLE" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.startswith("error: [DELTA_MISSING_DELTA_TABLE] ")
+    assert err.count("\n") == 1
+
+
+def test_other_failures_print_one_line_and_exit_1(
+    spark_remote: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Spark cannot cast the filter value: not a Delta error, still one line, no traceback.
+    argv = ["--remote", spark_remote, "show", SAMPLE, "--filter", "quantity > abc"]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: ")
+    assert "CAST_INVALID_INPUT" in captured.err
+    assert captured.err.count("\n") == 1
+    assert "Traceback" not in captured.err
+
+    assert main(["--debug", *argv]) == 1
+    assert "Traceback" in capsys.readouterr().err
