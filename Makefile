@@ -71,7 +71,7 @@ venvs: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 # --- demo ---------------------------------------------------------------------------------------
 
 demo: $(VENV)/.installed-local
-	$(VENV)/bin/delta-connect describe $(DEMO_TABLE)
+	$(VENV)/bin/delta-connect --format table describe $(DEMO_TABLE)
 
 # --- tests --------------------------------------------------------------------------------------
 
