@@ -589,5 +589,5 @@ def test_stream_starts_with_the_snapshot_then_polls(
 def test_cli_prints_change_rows(spark_remote: str, history: Path, capsys: Any) -> None:
     args = ["--remote", spark_remote, "cdf", str(history), "--from", "3", "--to", "3"]
     assert main(args) == 0
-    rows = json.loads(capsys.readouterr().out)
+    rows = json.loads(capsys.readouterr().out)["rows"]
     assert [(r["id"], r["_change_type"], r["_commit_version"]) for r in rows] == [(3, "delete", 3)]
