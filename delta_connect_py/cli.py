@@ -6,7 +6,8 @@ failure into one line on stderr.
 
 Invariants:
 - ``--remote`` (else ``SPARK_REMOTE``, else the embedded server) picks the server; no command
-  writes anything unless its name says it does (``checkpoint``, ``cleanup``).
+  writes anything unless its name says it does (``checkpoint``, ``cleanup``). ``serve`` runs
+  the embedded server in the foreground (needs the ``[local]`` extra) and prints no result.
 - Output goes to stdout: a text table when stdout is a terminal, JSON otherwise, unless
   ``--format`` says which. Every command prints one JSON object (never a bare list), and every
   timestamp is ISO 8601 in UTC (``2026-11-25T19:44:17.337Z``) in both formats.
@@ -22,6 +23,7 @@ import argparse
 import base64
 import json
 import logging
+import os
 import re
 import sys
 import traceback
@@ -253,6 +255,19 @@ def _server(args: argparse.Namespace) -> Payload:
     return {"spark_version": connect(args.remote).version}
 
 
+def _serve(args: argparse.Namespace) -> None:
+    """Run the embedded server in the foreground until Ctrl-C or SIGTERM."""
+    from delta_connect_py.embedded import EmbeddedServer
+
+    worker_python = args.worker_python or os.environ.get(
+        "DELTA_CONNECT_WORKER_PYTHON", sys.executable
+    )
+    server = EmbeddedServer(port=args.port, worker_python=worker_python)
+    status = server.serve("Spark Connect")
+    if status != 0:
+        raise RuntimeError(f"the Spark Connect server exited with status {status}")
+
+
 # --- the parser -------------------------------------------------------------------------------
 
 
@@ -298,7 +313,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true", help="print tracebacks of errors")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def command(name: str, run: Callable[[argparse.Namespace], Payload], help: str) -> Any:
+    def command(name: str, run: Callable[[argparse.Namespace], Payload | None], help: str) -> Any:
         sub = commands.add_parser(name, help=help, description=help)
         sub.set_defaults(run=run)
         return sub
@@ -355,6 +370,21 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.add_argument("--dry-run", action="store_true", help="only list what would go")
 
     command("server", _server, "connect and print the server's Spark version")
+
+    serve = command(
+        "serve",
+        _serve,
+        "run a local Spark Connect server on 127.0.0.1 in the foreground (needs the [local] "
+        "extra and Java 17)",
+    )
+    serve.add_argument("--port", type=positive_int, default=15002, help="port (15002)")
+    serve.add_argument(
+        "--worker-python",
+        default=None,
+        metavar="PYTHON",
+        help="the workers' Python: the client's minor version with pyarrow and pandas "
+        "(default: $DELTA_CONNECT_WORKER_PYTHON, else this Python)",
+    )
     return parser
 
 
@@ -459,7 +489,9 @@ def render_table(command: str, payload: Payload) -> str:
     return "\n\n".join(parts)
 
 
-def write_output(command: str, payload: Payload, output_format: str, out: TextIO) -> None:
+def write_output(command: str, payload: Payload | None, output_format: str, out: TextIO) -> None:
+    if payload is None:
+        return
     plain_payload = plain(payload)
     if output_format == "json":
         out.write(json.dumps(plain_payload, indent=2, default=str) + "\n")

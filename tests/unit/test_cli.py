@@ -231,3 +231,20 @@ def test_a_delta_error_exits_2_with_one_line(
     assert ("Traceback" in captured.err) is debug
     if not debug:
         assert captured.err.count("\n") == 1
+
+
+def test_serve_takes_a_port_and_a_worker_python() -> None:
+    args = build_parser().parse_args(["serve", "--port", "15010", "--worker-python", "/py"])
+    assert (args.port, args.worker_python) == (15010, "/py")
+    assert build_parser().parse_args(["serve"]).port == 15002
+
+
+@pytest.mark.skipif(_full_pyspark(), reason="needs the thin client: full pyspark starts a server")
+def test_serve_without_full_pyspark_is_one_delta_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["serve", "--port", "1"]) == EXIT_DELTA_ERROR
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: [DELTA_CONNECT_EMBEDDED_SERVER] ")
+    assert captured.err.count("\n") == 1
