@@ -6,6 +6,11 @@ Results are compared with delta-rs (``deltalake``) reading the same table, not w
 from __future__ import annotations
 
 import json
+import os
+import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +21,9 @@ from delta_connect_py.cli import main
 from tests.conftest import CONFORMANCE
 
 TABLE = str(CONFORMANCE / "delta-rs/table_with_deletion_logs/delta")
-SAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "sample_table")
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = str(ROOT / "examples" / "sample_table")
+WORKER_PYTHON = ROOT / ".venv-worker" / "bin" / "python"
 
 
 def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
@@ -140,3 +147,40 @@ def test_other_failures_print_one_line_and_exit_1(
 
     assert main(["--debug", *argv]) == 1
     assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.embedded
+def test_serve_runs_a_server_until_terminated(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``delta-connect serve`` (full pyspark): ready line, a working server, gone on SIGTERM."""
+    from delta_connect_py.embedded import free_port
+
+    port = free_port()
+    env = {key: value for key, value in os.environ.items() if key != "SPARK_REMOTE"}
+    if WORKER_PYTHON.exists():
+        env["DELTA_CONNECT_WORKER_PYTHON"] = str(WORKER_PYTHON)
+    log = tmp_path / "serve.log"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "delta_connect_py.cli", "serve", "--port", str(port)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log.open("w"),
+        text=True,
+    )
+    try:
+        assert server.stdout is not None
+        ready = server.stdout.readline()
+        assert ready.startswith(f"Spark Connect server ready at sc://127.0.0.1:{port} ")
+        remote = f"sc://127.0.0.1:{port}"
+        assert server.poll() is None, log.read_text()[-4000:]
+        described = run_json(capsys, "--remote", remote, "describe", SAMPLE, "--at-version", "1")
+        assert described["version"] == 1
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=120) == 0
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=60)
