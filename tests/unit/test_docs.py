@@ -24,7 +24,7 @@ from delta_connect_py.table import DeltaTable
 ROOT = Path(__file__).resolve().parents[2]
 
 #: Files whose wording the lead rewrites separately; empty this set once that lands.
-WORDING_PENDING = {"delta_connect_py/embedded.py"}
+WORDING_PENDING: set[str] = set()
 
 #: Variables the scripts read that are not settings: the shell's own, Spark's worker path.
 NOT_SETTINGS = {"SECONDS", "BASH_SOURCE", "PYTHONPATH", "PYSPARK_VERSION", "PYTHON_IMAGE"}
