@@ -71,7 +71,7 @@ made_data_dir=""
 [[ -x "$pytest_bin" ]] || { echo "docker-ci: $pytest_bin missing: make .venv-thin/.installed" >&2; exit 2; }
 [[ -d "$conformance" ]] || { echo "docker-ci: no conformance tables at $conformance" >&2; exit 2; }
 
-# shellcheck disable=SC2329  # invoked by the EXIT trap
+# shellcheck disable=SC2317,SC2329  # invoked by the EXIT trap
 cleanup() {
     docker rm -f "$container" >/dev/null 2>&1 || true
     docker_stop_engine_if_started
@@ -96,6 +96,7 @@ else
     made_data_dir="$data"
 fi
 
+# shellcheck disable=SC2317,SC2329  # invoked through docker_timed
 start_container() {
     docker run -d --name "$container" -p 127.0.0.1::15002 \
         -e SPARK_DRIVER_MEMORY="${SPARK_DRIVER_MEMORY:-2g}" \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shell functions for building and running the project's Spark Connect image on a machine that
 # may have no Docker engine and no image registry (sourced by server/docker-image.sh,
 # server/docker-ci.sh; bash, set -euo pipefail by the caller).
