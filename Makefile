@@ -4,6 +4,7 @@
 #   make demo    describe the sample table examples/sample_table on the embedded local server
 #   make test    unit, thin-client integration/conformance, embedded, and delta-spark tests
 #   make lint    ruff check, ruff format --check, mypy
+#   make test-container  the image (Docker installed if missing) and a test subset against it
 #
 # Environments (created on first use, reinstalled when pyproject.toml changes):
 #   .venv         pip install -e '.[local,test,dev]'  full pyspark + Java: runs the server
@@ -33,11 +34,11 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	delta-jars lint server \
+	delta-jars lint server test-container image \
 	compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -116,6 +117,12 @@ test-delta-spark: $(VENV)/.installed-dev $(WORKER)/.installed delta-jars
 delta-jars:
 	server/fetch-delta-jars.sh
 
+# (e) the container (as root on Debian: docker.io, dockerd and the Python base made when
+# missing; no registry needed): a named subset of the integration tests from the thin client
+# against server/Dockerfile's image, the data directory mounted at the same path.
+test-container: $(THIN)/.installed
+	server/docker-ci.sh $(PYTEST_ARGS)
+
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -127,14 +134,22 @@ lint: $(VENV)/.installed-dev
 server: $(VENV)/.installed-dev $(WORKER)/.installed
 	server/start-local.sh 15002 $(CURDIR)/$(WORKER)/bin/python
 
-compose-config:
-	docker compose -f compose.yaml config
+# The image without a registry (Docker installed and started if missing; see the script).
+image:
+	server/docker-image.sh
 
+# Compose v2 (docker compose) where installed, else Debian's v1 (docker-compose).
+COMPOSE = $(shell docker compose version >/dev/null 2>&1 && echo docker compose || echo docker-compose)
+
+compose-config:
+	$(COMPOSE) -f compose.yaml config
+
+# Starts the service and waits until it is healthy (v1 has no --wait: the script polls).
 compose-up:
-	docker compose -f compose.yaml up -d --wait
+	server/compose-up.sh
 
 compose-down:
-	docker compose -f compose.yaml down
+	$(COMPOSE) -f compose.yaml down
 
 clean-venvs:
 	rm -rf $(VENV) $(WORKER) $(THIN)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -47,6 +47,17 @@ SETTINGS = settings(
     # Each example runs Spark jobs: shrinking a failure would take many minutes.
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
+
+
+TableDirs = Callable[[], AbstractContextManager[str]]
+
+
+@pytest.fixture
+def new_table_dir(tmp_path: Path) -> TableDirs:
+    """A fresh directory for each table (each hypothesis example shares the test's tmp_path),
+    removed after use. Under pytest's tmp_path, which follows --basetemp: the server must see
+    the tables, and a server in a container sees only the data directory mounted into it."""
+    return lambda: tempfile.TemporaryDirectory(dir=tmp_path)
 
 
 def _reference_rows(commits: list[list[dict[str, Any]]], snapshot: Any) -> list[dict[str, Any]]:
@@ -89,11 +100,15 @@ def _ours(snapshot: Any) -> list[str]:
 @SETTINGS
 @given(commits=history(), partitions=st.integers(1, 4), json_source_files=st.sampled_from([0, 32]))
 def test_dataframe_replay_equals_reference(
-    spark: Any, commits: list[list[dict[str, Any]]], partitions: int, json_source_files: int
+    spark: Any,
+    new_table_dir: TableDirs,
+    commits: list[list[dict[str, Any]]],
+    partitions: int,
+    json_source_files: int,
 ) -> None:
     """Either commit reader: Spark's JSON source (few commits) or lines read by workers."""
     with (
-        tempfile.TemporaryDirectory() as tmp,
+        new_table_dir() as tmp,
         mock.patch.object(loading, "MAX_FILES_FOR_JSON_SOURCE", json_source_files),
     ):
         write_log(Path(tmp), commits)
@@ -108,10 +123,10 @@ def test_dataframe_replay_equals_reference(
 @SETTINGS
 @given(commits=history(max_commits=10), data=st.data())
 def test_replay_from_checkpoint_equals_full_replay(
-    spark: Any, commits: list[list[dict[str, Any]]], data: st.DataObject
+    spark: Any, new_table_dir: TableDirs, commits: list[list[dict[str, Any]]], data: st.DataObject
 ) -> None:
     checkpoint_version = data.draw(st.integers(0, len(commits) - 1))
-    with tempfile.TemporaryDirectory() as tmp:
+    with new_table_dir() as tmp:
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         full = table.snapshot()
@@ -128,7 +143,7 @@ def test_replay_from_checkpoint_equals_full_replay(
 @SETTINGS
 @given(commits=history(max_commits=10), data=st.data())
 def test_a_chain_of_updates_equals_the_reference(
-    spark: Any, commits: list[list[dict[str, Any]]], data: st.DataObject
+    spark: Any, new_table_dir: TableDirs, commits: list[list[dict[str, Any]]], data: st.DataObject
 ) -> None:
     """update() after one to three commits at a time, from a snapshot with or without a
     checkpoint under it, with the updates' replay kept beside the first or folded into it each
@@ -141,7 +156,7 @@ def test_a_chain_of_updates_equals_the_reference(
     newer = data.draw(st.none() | st.integers(first + 1, last), label="newer checkpoint version")
     max_update_bytes = data.draw(st.sampled_from([0, 1 << 20]), label="MAX_UPDATE_BYTES")
     with (
-        tempfile.TemporaryDirectory() as tmp,
+        new_table_dir() as tmp,
         mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
     ):
         write_log(Path(tmp), commits[: first + 1])
@@ -195,7 +210,9 @@ def _file(kind: str, path: str, dv: dict[str, Any] | None = None) -> dict[str, A
 
 
 @pytest.mark.parametrize("escaped_commit", [False, True])
-def test_checkpoint_rows_are_matched_by_file_key(spark: Any, escaped_commit: bool) -> None:
+def test_checkpoint_rows_are_matched_by_file_key(
+    spark: Any, new_table_dir: TableDirs, escaped_commit: bool
+) -> None:
     """Checkpoint rows superseded by a commit go, whichever way keys are joined: paths as
     written when every replayed key is plain without a DV, canonical keys otherwise."""
     dv = DELETION_VECTORS[1]
@@ -210,7 +227,7 @@ def test_checkpoint_rows_are_matched_by_file_key(spark: Any, escaped_commit: boo
     if escaped_commit:  # other spellings of two checkpointed files' canonical paths
         after += [_file("remove", "c%2Fd.parquet"), _file("remove", "file:/abs/e.parquet")]
     commits = [first_commit(), checkpointed, after]
-    with tempfile.TemporaryDirectory() as tmp:
+    with new_table_dir() as tmp:
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         full = table.snapshot()
@@ -234,7 +251,9 @@ def test_checkpoint_rows_are_matched_by_file_key(spark: Any, escaped_commit: boo
 
 
 @pytest.mark.parametrize("escaped_first", [False, True])
-def test_update_matches_checkpoint_rows_by_file_key(spark: Any, escaped_first: bool) -> None:
+def test_update_matches_checkpoint_rows_by_file_key(
+    spark: Any, new_table_dir: TableDirs, escaped_first: bool
+) -> None:
     """An update's join keys follow every replayed key, earlier and new: a commit with other
     spellings of checkpointed paths after plain ones makes them canonical, and plain commits
     after escaped ones keep them canonical."""
@@ -243,7 +262,7 @@ def test_update_matches_checkpoint_rows_by_file_key(spark: Any, escaped_first: b
     escaped = [_file("remove", "c%2Fd.parquet"), _file("add", "b.parquet", DELETION_VECTORS[1])]
     later = [plain, escaped] if not escaped_first else [escaped, plain]
     commits = [first_commit(), checkpointed, *later]
-    with tempfile.TemporaryDirectory() as tmp:
+    with new_table_dir() as tmp:
         write_log(Path(tmp), commits[:3])
         table = DeltaTable.for_path(spark, tmp)
         _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
@@ -264,7 +283,9 @@ def test_update_matches_checkpoint_rows_by_file_key(spark: Any, escaped_first: b
         assert live == {"kept.parquet", "new.parquet", "b.parquet"}
 
 
-def test_retention_horizons_are_exclusive_for_checkpoint_and_replayed_rows(spark: Any) -> None:
+def test_retention_horizons_are_exclusive_for_checkpoint_and_replayed_rows(
+    spark: Any, new_table_dir: TableDirs
+) -> None:
     """A tombstone deleted, or a txn last updated, exactly at its horizon is dropped and one a
     millisecond later kept, whether the row comes from the checkpoint or from a commit."""
     retention_days = 2
@@ -288,7 +309,7 @@ def test_retention_horizons_are_exclusive_for_checkpoint_and_replayed_rows(spark
     checkpointed = around(tombstone_horizon, tombstone, "c") + around(txn_horizon, txn, "c")
     replayed = around(tombstone_horizon, tombstone, "r") + around(txn_horizon, txn, "r")
     commits = [setup, checkpointed, replayed]
-    with tempfile.TemporaryDirectory() as tmp:
+    with new_table_dir() as tmp:
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
@@ -315,13 +336,18 @@ def _clock(start_ms: int) -> Iterator[list[int]]:
 
 @contextmanager
 def _checkpointed(
-    spark: Any, commits: list[list[dict[str, Any]]], version: int, max_update_bytes: int
+    spark: Any,
+    new_table_dir: TableDirs,
+    commits: list[list[dict[str, Any]]],
+    version: int,
+    max_update_bytes: int,
 ) -> Iterator[tuple[Path, Any, list[int]]]:
-    """A table of ``commits`` with a reference checkpoint at ``version``: its directory, the
+    """A table of ``commits`` (in a directory from ``new_table_dir``) with a reference checkpoint
+    at ``version``: its directory, the
     ``DeltaTable``, and the clock its snapshots are taken at (``_clock``, from ``NOW_MS``), with
     ``MAX_UPDATE_BYTES`` patched to ``max_update_bytes``."""
     with (
-        tempfile.TemporaryDirectory() as tmp,
+        new_table_dir() as tmp,
         _clock(NOW_MS) as clock,
         mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
     ):
@@ -339,7 +365,7 @@ def _metadata_with(configuration: dict[str, str]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("max_update_bytes", [replay.MAX_UPDATE_BYTES, 0])
 def test_updates_missing_the_earlier_rows_are_counted_on_their_sums(
-    spark: Any, max_update_bytes: int
+    spark: Any, new_table_dir: TableDirs, max_update_bytes: int
 ) -> None:
     """After update(), a state whose new keys are neither in the checkpoint nor in the first
     replay is counted as the last full query's sums of those plus the update's observed
@@ -387,7 +413,7 @@ def test_updates_missing_the_earlier_rows_are_counted_on_their_sums(
         # Another file of the same name: a hit.
         ([_file("remove", "sub/b.parquet")], NOW_MS + 21 * DAY_MS, True),
     ]
-    with _checkpointed(spark, commits, 1, max_update_bytes) as (tmp, table, clock):
+    with _checkpointed(spark, new_table_dir, commits, 1, max_update_bytes) as (tmp, table, clock):
         snapshot = table.snapshot()
         assert _sums(snapshot.state) == _reference_sums(commits, snapshot) == (35, 5, 1, 0)
         for actions, now, runs_query in steps:
@@ -406,13 +432,19 @@ def test_updates_missing_the_earlier_rows_are_counted_on_their_sums(
         assert _sums(snapshot.state) == (56, 8, 4, 0)
 
 
-def test_keys_folded_twice_before_a_state_query_are_not_lost(spark: Any) -> None:
+def test_keys_folded_twice_before_a_state_query_are_not_lost(
+    spark: Any, new_table_dir: TableDirs
+) -> None:
     """Two folds before any state query (the rows asked for instead, which keeps the chain of
     updates): the first folded replay removed a checkpointed file, so the state after the second
     must not be counted on the earlier checkpoint sums."""
     checkpointed = [_file("add", name) for name in ("a.parquet", "b.parquet")]
     commits = [first_commit(), checkpointed]
-    with _checkpointed(spark, commits, 1, max_update_bytes=0) as (tmp, table, _):  # folds each
+    with _checkpointed(spark, new_table_dir, commits, 1, max_update_bytes=0) as (
+        tmp,
+        table,
+        _,
+    ):  # folds each
         snapshot = table.snapshot()
         assert snapshot.state.num_of_files == 2
         for actions in ([_file("remove", "a.parquet")], [_file("add", "new.parquet")]):
@@ -451,6 +483,7 @@ def _appends_or_commits(draw: st.DrawFn) -> list[dict[str, Any]]:
 )
 def test_a_chain_of_updates_on_a_checkpoint_equals_the_reference(
     spark: Any,
+    new_table_dir: TableDirs,
     commits: list[list[dict[str, Any]]],
     updates: list[tuple[list[dict[str, Any]], int, bool]],
     max_update_bytes: int,
@@ -459,7 +492,11 @@ def test_a_chain_of_updates_on_a_checkpoint_equals_the_reference(
     between them (tombstones expire), the updates' replay folded each time or kept, and the
     state queried after some updates only: each state, counted on the checkpoint's earlier
     sums or in full, equals the reference replay's."""
-    with _checkpointed(spark, commits, len(commits) - 1, max_update_bytes) as (tmp, table, clock):
+    with _checkpointed(spark, new_table_dir, commits, len(commits) - 1, max_update_bytes) as (
+        tmp,
+        table,
+        clock,
+    ):
         snapshot = table.snapshot()
         assert _sums(snapshot.state) == _reference_sums(commits, snapshot)
         for commit_actions, clock_step, query_state in updates:
