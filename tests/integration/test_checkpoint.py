@@ -45,6 +45,7 @@ from delta_connect_py.protocol.filenames import (
     parse_log_file,
 )
 from delta_connect_py.protocol.last_checkpoint import parse_last_checkpoint
+from delta_connect_py.protocol.staging import staging_folder_name
 from delta_connect_py.table import DeltaTable
 
 deltalake = pytest.importorskip("deltalake")
@@ -972,8 +973,9 @@ def test_server_killed_mid_checkpoint(
     assert state_of(spark, root) == before  # ... and ignored by every reader
     assert delta_rs_files(root) == (before["version"], sorted(p for p, _, _ in before["adds"]))
     assert kernel_rows(root) == rows_before
-    # Stale (nothing written for a day): the next checkpoint's publish removes it.
-    old = time.time() - 2 * DAY_S
-    for path in [*_staging_dirs(root)[0].rglob("*"), _staging_dirs(root)[0]]:
-        os.utime(path, (old, old))
+    # Stale (created two days ago, by the time in its name; file times do not count): the
+    # next checkpoint's publish removes it.
+    folder = _staging_dirs(root)[0]
+    old_ms = int((time.time() - 2 * DAY_S) * 1000)
+    folder.rename(folder.with_name(staging_folder_name(old_ms, folder.name.rsplit(".", 1)[1])))
     checkpoint_and_verify(spark, root, 2)
