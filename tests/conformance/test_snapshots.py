@@ -155,7 +155,22 @@ def _assert_matches_delta_rs(snapshot: Any, entry: dict[str, Any]) -> None:
         assert _our_deleted_rows(snapshot) == _rs_deleted_rows(rs, root)
 
 
-@pytest.mark.parametrize("entry", INDEX, ids=_table_ids(INDEX))
+def _cluster_marked(entries: list[dict[str, Any]]) -> list[Any]:
+    """The entries as parameters; tables with checkpoints or deletion vectors also run on the
+    standalone cluster (marker ``cluster``, ``make test-cluster``)."""
+    return [
+        pytest.param(
+            entry,
+            id=entry["table_path"],
+            marks=[pytest.mark.cluster]
+            if ("checkpoint" in entry["table_path"] or "dv" in entry["table_path"])
+            else [],
+        )
+        for entry in entries
+    ]
+
+
+@pytest.mark.parametrize("entry", _cluster_marked(INDEX))
 def test_table_replays_like_upstream(spark: Any, entry: dict[str, Any]) -> None:
     table_path = entry["table_path"]
     if table_path in EXPECTED_ERRORS:

@@ -272,6 +272,7 @@ CONFORMANCE_CDF = [
 ]
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize(("relative", "start", "count"), CONFORMANCE_CDF)
 def test_conformance_tables_match_expected_counts_and_delta_rs(
     spark: Any, conformance_table: Any, relative: str, start: int, count: int
@@ -512,6 +513,7 @@ def test_a_range_crossing_an_unreadable_protocol_fails_naming_its_version(
 # ---------------------------------------------------------------------------- streaming
 
 
+@pytest.mark.cluster
 @settings(
     max_examples=2,
     deadline=None,

@@ -186,6 +186,7 @@ def checkpoint_and_verify(
     return result
 
 
+@pytest.mark.cluster
 # Classic and multi-part alternate over the tables: every table is checkpointed once (the suite
 # must stay within CI's time), and both layouts meet checkpoints, DVs, txns and domain metadata.
 @pytest.mark.parametrize(
@@ -236,6 +237,7 @@ def _canonical_actions(actions: list[dict[str, Any]]) -> list[str]:
     return sorted(json.dumps(_without_nulls(a), sort_keys=True) for a in actions)
 
 
+@pytest.mark.cluster
 def test_v2_policy_table_gets_uuid_named_checkpoint_with_sidecars(
     spark: Any, conformance_table: Any, tmp_path: Path
 ) -> None:
@@ -367,6 +369,7 @@ def random_delta_rs_table(root: Path, seed: int) -> None:
         deltalake.DeltaTable(str(root)).delete(f"part = '{rng.choice('abc')}'")
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize(("seed", "part_size"), [(0, None), (1, 3), (2, 3), (3, None)])
 def test_random_delta_rs_tables(
     spark: Any, tmp_path: Path, seed: int, part_size: int | None
@@ -381,6 +384,7 @@ def _hint_text(root: Path) -> str | None:
     return path.read_text() if path.exists() else None
 
 
+@pytest.mark.cluster
 def test_checkpoint_of_an_updated_snapshot(spark: Any, tmp_path: Path) -> None:
     """A snapshot built by update() (the commits since its first replay in a replay of their
     own, superseding checkpoint and replayed rows) checkpoints the state a new snapshot has:
@@ -408,6 +412,7 @@ def test_checkpoint_of_an_updated_snapshot(spark: Any, tmp_path: Path) -> None:
     assert delta_rs_files(root) == (before["version"], sorted(p for p, _, _ in before["adds"]))
 
 
+@pytest.mark.worker_errors
 def test_failed_write_leaves_nothing(
     spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -424,6 +429,7 @@ def test_failed_write_leaves_nothing(
     assert _hint_text(root) == before_hint
 
 
+@pytest.mark.worker_errors
 def test_failed_publish_and_mismatch_publish_nothing_visible(
     spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -509,6 +515,7 @@ def test_without_observed_metrics_the_state_query_counts_the_checkpoint(
     assert state_of(spark, root)["version"] == result.version
 
 
+@pytest.mark.cluster
 def test_concurrent_checkpoints_of_one_version(spark: Any, conformance_table: Any) -> None:
     root = conformance_table("dat/multi_partitioned/delta")
     before = state_of(spark, root)
@@ -580,6 +587,7 @@ def test_checkpoint_of_an_older_version_keeps_newer_hint(spark: Any, tmp_path: P
 DAY_S = 86_400
 
 
+@pytest.mark.cluster
 def test_cleanup_dry_run_and_real(spark: Any, tmp_path: Path) -> None:
     root = tmp_path / "t"
     for i in range(10):
@@ -613,6 +621,7 @@ def test_cleanup_dry_run_and_real(spark: Any, tmp_path: Path) -> None:
     assert table.cleanup_metadata() == []  # nothing more expired
 
 
+@pytest.mark.cluster
 def test_cleanup_disabled_or_without_hint(spark: Any, tmp_path: Path) -> None:
     root = tmp_path / "t"
     for i in range(3):
