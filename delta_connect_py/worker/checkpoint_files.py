@@ -123,6 +123,9 @@ class PublishRequest:
     #: Test hook: fail once this many parts are in place (simulates a crash mid-publish that
     #: every retry of the task meets again).
     fail_after_parts: int | None = None
+    #: Test hook: inject that failure only in task attempts numbered below this (a transient
+    #: failure a retry of the task gets past); None: in every attempt.
+    fail_in_attempts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -376,8 +379,18 @@ def _rename_all(
 
 
 def _inject_failure(request: PublishRequest, in_place: int) -> None:
-    if request.fail_after_parts is not None and 0 < request.fail_after_parts <= in_place:
+    if request.fail_after_parts is None or not 0 < request.fail_after_parts <= in_place:
+        return
+    if request.fail_in_attempts is None or _task_attempt() < request.fail_in_attempts:
         raise RuntimeError(f"injected failure after publishing {in_place} checkpoint part(s)")
+
+
+def _task_attempt() -> int:
+    """Which attempt of its Spark task this is (0: the first; also outside Spark)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return 0 if context is None else context.attemptNumber()
 
 
 @dataclass(frozen=True)

@@ -155,16 +155,24 @@ def _assert_matches_delta_rs(snapshot: Any, entry: dict[str, Any]) -> None:
         assert _our_deleted_rows(snapshot) == _rs_deleted_rows(rs, root)
 
 
+#: Also replayed on the standalone cluster (marker ``cluster``, ``make test-cluster``):
+#: multi-part, V2 sidecar and classic checkpoints, deletion vectors, CDC files, a damaged hint.
+CLUSTER_TABLES = {
+    "golden/multi-part-checkpoint/delta",
+    "golden/dv-partitioned-with-checkpoint/delta",
+    "golden/corrupted-last-checkpoint/delta",
+    "kernel/v2-checkpoints-parquet-with-sidecars/delta",
+    "kernel/cdf-table-with-cdc-and-dvs/delta",
+}
+
+
 def _cluster_marked(entries: list[dict[str, Any]]) -> list[Any]:
-    """The entries as parameters; tables with checkpoints or deletion vectors also run on the
-    standalone cluster (marker ``cluster``, ``make test-cluster``)."""
+    """The entries as parameters, those of :data:`CLUSTER_TABLES` marked ``cluster``."""
     return [
         pytest.param(
             entry,
             id=entry["table_path"],
-            marks=[pytest.mark.cluster]
-            if ("checkpoint" in entry["table_path"] or "dv" in entry["table_path"])
-            else [],
+            marks=[pytest.mark.cluster] if entry["table_path"] in CLUSTER_TABLES else [],
         )
         for entry in entries
     ]

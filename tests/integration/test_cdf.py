@@ -513,7 +513,6 @@ def test_a_range_crossing_an_unreadable_protocol_fails_naming_its_version(
 # ---------------------------------------------------------------------------- streaming
 
 
-@pytest.mark.cluster
 @settings(
     max_examples=2,
     deadline=None,

@@ -186,7 +186,6 @@ def checkpoint_and_verify(
     return result
 
 
-@pytest.mark.cluster
 # Classic and multi-part alternate over the tables: every table is checkpointed once (the suite
 # must stay within CI's time), and both layouts meet checkpoints, DVs, txns and domain metadata.
 @pytest.mark.parametrize(
@@ -369,7 +368,6 @@ def random_delta_rs_table(root: Path, seed: int) -> None:
         deltalake.DeltaTable(str(root)).delete(f"part = '{rng.choice('abc')}'")
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize(("seed", "part_size"), [(0, None), (1, 3), (2, 3), (3, None)])
 def test_random_delta_rs_tables(
     spark: Any, tmp_path: Path, seed: int, part_size: int | None
@@ -384,7 +382,6 @@ def _hint_text(root: Path) -> str | None:
     return path.read_text() if path.exists() else None
 
 
-@pytest.mark.cluster
 def test_checkpoint_of_an_updated_snapshot(spark: Any, tmp_path: Path) -> None:
     """A snapshot built by update() (the commits since its first replay in a replay of their
     own, superseding checkpoint and replayed rows) checkpoints the state a new snapshot has:
@@ -463,6 +460,34 @@ def test_failed_publish_and_mismatch_publish_nothing_visible(
     assert delta_rs_files(root)[0] == before["version"]
     monkeypatch.setattr(checkpoints, "_publish_request", original)
     checkpoint_and_verify(spark, root, 2)  # a re-run completes the set
+
+
+def _server_retries_failed_tasks(spark: Any) -> bool:
+    """Whether the server runs a failed task again: a cluster, or ``local[N,F]`` with F > 1
+    (plain ``local[N]`` never retries)."""
+    master = spark.conf.get("spark.master")
+    if master.startswith("local"):
+        return "," in master and int(master.rstrip("]").rsplit(",", 1)[1]) > 1
+    return int(spark.conf.get("spark.task.maxFailures", "4")) > 1
+
+
+@pytest.mark.worker_errors
+def test_a_publish_that_fails_once_is_finished_by_the_task_retry(
+    spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt of the publish task renames one part of two and dies; Spark's retry
+    finds that part in place, moves the other, writes the hint and removes the staging folder:
+    the same checkpoint as an undisturbed publish, which every reader loads alone."""
+    if not _server_retries_failed_tasks(spark):
+        pytest.skip("the server never retries a failed task (local[*]): make test-retries")
+    root = conformance_table(CONFORMANCE_TABLES[0])
+    original = checkpoints._publish_request
+
+    def transient_crash(*args: Any) -> Any:
+        return dataclasses.replace(original(*args), fail_after_parts=1, fail_in_attempts=1)
+
+    monkeypatch.setattr(checkpoints, "_publish_request", transient_crash)
+    assert checkpoint_and_verify(spark, root, 2).parts >= 2
 
 
 @pytest.mark.parametrize(

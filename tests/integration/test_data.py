@@ -158,7 +158,6 @@ COUNTS = {
 }
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("relative", sorted(COUNTS))
 def test_row_counts_match_dv_aware_readers(
     spark: Any, conformance_table: Any, relative: str

@@ -332,7 +332,6 @@ def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None
     assert {unquote(p) for p, _, _ in _state_view(again)[5]} == _rs_files(root)
 
 
-@pytest.mark.cluster
 @pytest.mark.parametrize("checkpointed", [True, False])
 def test_a_polling_loop_over_a_delta_rs_table_matches_delta_rs(
     spark: Any, tmp_path: Path, checkpointed: bool

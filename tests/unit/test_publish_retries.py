@@ -167,3 +167,34 @@ def test_deletes_retried_after_a_partial_attempt_succeed(tmp_path: Path) -> None
         row["path"] for batch in delete_log_files(request, ONE_ROW) for row in batch.to_pylist()
     ]
     assert again == deleted
+
+
+def test_a_file_too_large_for_one_s3_copy_is_refused_before_any_rename(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On S3 a rename is one CopyObject (at most 5 GiB): the publish refuses, suggesting
+    part_size, before anything is renamed. The limit is lowered here to the staged file's size
+    (a 5 GiB file would not fit the test machine); the rule itself is in test_staging.py."""
+    from pyarrow import fs as pafs
+
+    from delta_connect_py.errors import CheckpointUnsupportedError
+    from delta_connect_py.protocol import staging as staging_rules
+    from delta_connect_py.worker import checkpoint_files
+
+    log = tmp_path / "_delta_log"
+    staging = _stage(log, {0: 2})
+    size = next(staging.glob("part-*")).stat().st_size
+    request = _request(log, staging, log_dir="s3a://bucket/table/_delta_log")
+    final = str(log / checkpoint_name(3))
+    local = pafs.LocalFileSystem()
+    monkeypatch.setattr(staging_rules, "S3_SINGLE_COPY_BYTES", size)
+    assert isinstance(checkpoint_files._stage(local, str(staging), [final], request), list)
+    monkeypatch.setattr(staging_rules, "S3_SINGLE_COPY_BYTES", size - 1)
+    refusal = checkpoint_files._stage(local, str(staging), [final], request)
+    assert isinstance(refusal, CheckpointUnsupportedError)
+    assert "part_size" in str(refusal) and str(size) in str(refusal)
+    assert sorted(p.name for p in log.iterdir()) == [staging.name]
+    # The same files on a local file system: no limit.
+    assert isinstance(
+        checkpoint_files._stage(local, str(staging), [final], _request(log, staging)), list
+    )
