@@ -156,9 +156,9 @@ def _assert_matches_delta_rs(snapshot: Any, entry: dict[str, Any]) -> None:
 
 
 #: Also replayed on the standalone cluster (marker ``cluster``, ``make test-cluster``):
-#: multi-part, V2 sidecar and classic checkpoints, deletion vectors, CDC files, a damaged hint.
+#: V2 sidecar and classic checkpoints, deletion vectors, CDC files, a damaged hint (multi-part
+#: checkpoints are written and read there by test_checkpoint.py).
 CLUSTER_TABLES = {
-    "golden/multi-part-checkpoint/delta",
     "golden/dv-partitioned-with-checkpoint/delta",
     "golden/corrupted-last-checkpoint/delta",
     "kernel/v2-checkpoints-parquet-with-sidecars/delta",

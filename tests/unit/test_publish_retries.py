@@ -198,3 +198,36 @@ def test_a_file_too_large_for_one_s3_copy_is_refused_before_any_rename(
     assert isinstance(
         checkpoint_files._stage(local, str(staging), [final], _request(log, staging)), list
     )
+
+
+def test_stale_staging_folders_are_judged_by_the_time_in_their_name(tmp_path: Path) -> None:
+    """The sweep of cleanup_metadata (and of every publish): a folder named with its creation
+    time is stale by that time alone, whatever its file times (S3 prefixes have none); an
+    old-style name keeps the modification-time rule."""
+    import os
+
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    now, day = 10 * 86_400_000, 86_400_000
+    young = log / staging_folder_name(now - 1_000, "young")  # files look ancient: kept
+    old = log / staging_folder_name(now - 2 * day, "old")  # files look fresh: swept
+    legacy_old, legacy_young = log / "_delta_connect_staging.a", log / "_delta_connect_staging.b"
+    for folder in (young, old, legacy_old, legacy_young):
+        folder.mkdir()
+        (folder / "part-00000-x.parquet").write_bytes(b"partial")
+    for path in [young, *young.iterdir(), legacy_old, *legacy_old.iterdir()]:
+        os.utime(path, (1.0, 1.0))
+    request = DeleteRequest(
+        log_dir=f"file:{log}",
+        paths=(),
+        retained_checkpoints=(),
+        sweep_sidecars=False,
+        cutoff_ms=0,
+        dry_run=False,
+        stale_staging_before_ms=now - day,
+    )
+    rows = [
+        row["path"] for batch in delete_log_files(request, ONE_ROW) for row in batch.to_pylist()
+    ]
+    assert sorted(rows) == sorted(f"file:{log}/{f.name}" for f in (old, legacy_old))
+    assert sorted(p.name for p in log.iterdir()) == sorted([young.name, legacy_young.name])
