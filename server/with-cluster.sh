@@ -63,14 +63,16 @@ wait_for() {
 }
 
 start=$SECONDS
-"$spark_home/bin/spark-class" org.apache.spark.deploy.master.Master \
+# The caller's PYTHONPATH stays out of the cluster: executors' Python workers must not import
+# delta_connect_py (the library ships its worker code by value).
+env -u PYTHONPATH "$spark_home/bin/spark-class" org.apache.spark.deploy.master.Master \
     --host 127.0.0.1 --port "$master_port" --webui-port 0 >"$work/logs/master.log" 2>&1 &
 pids+=("$!")
 wait_for "$work/logs/master.log" "I have been elected leader" "${pids[0]}" "the master"
 
 for i in $(seq 1 "$nworkers"); do
     mkdir -p "$work/worker$i"
-    "$spark_home/bin/spark-class" org.apache.spark.deploy.worker.Worker "$master" \
+    env -u PYTHONPATH "$spark_home/bin/spark-class" org.apache.spark.deploy.worker.Worker "$master" \
         --host 127.0.0.1 --port 0 --webui-port 0 --cores 1 --memory "$worker_memory" \
         --work-dir "$work/worker$i" >"$work/logs/worker$i.log" 2>&1 &
     pids+=("$!")
