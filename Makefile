@@ -3,6 +3,8 @@
 #
 #   make demo    describe the sample table examples/sample_table on the embedded local server
 #   make test    unit, thin-client integration/conformance, embedded, and delta-spark tests
+#   make test-retries / test-cluster   worker-error tests under local[*,4]; a subset on a
+#                standalone cluster (2 workers)
 #   make lint    ruff check, ruff format --check, mypy
 #   make test-container  the image (Docker installed if missing) and a test subset against it
 #
@@ -34,11 +36,11 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	delta-jars lint server test-container image \
+	test-retries test-cluster delta-jars lint server test-container image \
 	compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -113,6 +115,24 @@ test-delta-spark: $(VENV)/.installed-dev $(WORKER)/.installed delta-jars
 		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		$(VENV)/bin/pytest -m delta_spark tests/integration/delta_spark $(PYTEST_ARGS) \
 		|| test $$? -eq 5
+
+# (e) Spark's task retries without a cluster: the worker-side error tests on a local server with
+# spark.master=local[*,4] (a failed task runs up to 4 times, as on a cluster; local[*] never
+# retries). The user must still get the Delta error class, and retried side effects must agree.
+test-retries: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
+	DELTA_CONNECT_SPARK_MASTER='local[*,4]' \
+		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		server/with-local-server.sh \
+		$(THIN)/bin/pytest -m "worker_errors and not embedded and not delta_spark" tests $(PYTEST_ARGS)
+
+# (f) a Spark standalone cluster (a master, 2 workers of 1 core, executors in their own JVMs and
+# Python workers) with the Connect server on it: the named subset (marker cluster) and the
+# worker-side error tests.
+test-cluster: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
+	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		server/with-cluster.sh \
+		$(THIN)/bin/pytest -m "(cluster or worker_errors) and not embedded and not delta_spark" \
+		tests $(PYTEST_ARGS)
 
 delta-jars:
 	server/fetch-delta-jars.sh

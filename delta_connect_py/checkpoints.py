@@ -29,10 +29,13 @@ parts and sidecars are Spark-hash-partitioned by ``coalesce(add.path, remove.pat
 delta-spark does; no partial file is ever visible
 under a final name and ``_last_checkpoint`` is written only after every part exists; any
 failure removes the staging folder, and a folder left by a killed server is ignored by every
-reader and removed once stale (see ``worker.checkpoint_files``). A multi-part request on a
-table supporting ``v2Checkpoint`` with the classic policy raises ``DELTA_CHECKPOINT_UNSUPPORTED``
-(PROTOCOL.md forbids multi-part V2); with the v2 policy ``part_size`` sets the sidecar count
-(default: 50,000 actions per sidecar, as delta-spark). A cleanup's compatibility copy holds
+reader and removed once stale (see ``worker.checkpoint_files``); the worker tasks are safe
+under Spark's task retries (a refusal is returned as data, a retry finishes the same
+publish). A multi-part request on a table supporting ``v2Checkpoint`` with the classic policy
+raises ``DELTA_CHECKPOINT_UNSUPPORTED`` (PROTOCOL.md forbids multi-part V2); with the v2
+policy ``part_size`` sets the sidecar count (default: 50,000 actions per sidecar, as
+delta-spark). On S3 a checkpoint file above 5 GiB (one copy) raises it too, before anything is
+published. A cleanup's compatibility copy holds
 exactly the rows of the UUID-named top-level file it copies, is published (by the same rename)
 before any file is deleted, and a failure to write it deletes nothing.
 """
@@ -79,19 +82,23 @@ from delta_connect_py.protocol.cleanup import (
 )
 from delta_connect_py.protocol.features import check_writable, protocol_features
 from delta_connect_py.protocol.segment import CheckpointChoice
+from delta_connect_py.protocol.staging import (
+    STAGING_PREFIX,
+    STALE_STAGING_MS,
+    staging_folder_name,
+)
 from delta_connect_py.session import translate_server_error
 from delta_connect_py.snapshot import now_ms
 from delta_connect_py.worker.checkpoint_files import (
     DELETED_SCHEMA,
     PUBLISHED_SCHEMA,
-    STAGING_PREFIX,
-    STALE_STAGING_MS,
     DeleteRequest,
     PublishRequest,
     delete_log_files,
     discard_staging,
     publish_checkpoint,
 )
+from delta_connect_py.worker.failures import decode_error
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -339,11 +346,30 @@ def _discard(spark: SparkSession, staging: str) -> None:
 
 
 def _publish(spark: SparkSession, request: PublishRequest) -> list[Any]:
-    """Run ``publish_checkpoint`` on the server; its rows, the top-level file first."""
+    """Run ``publish_checkpoint`` on the server; its rows, the top-level file first.
+
+    A refusal comes back as a row (so Spark does not retry it) and is raised here; the staging
+    folder a refused or failed publish leaves (for the task's retries) is discarded then.
+    """
     job = map_in_arrow(
         _one_task(spark), partial(publish_checkpoint, request), spark_schema(PUBLISHED_SCHEMA)
     )
-    return collect(job)
+    try:
+        rows = collect(job)
+    except Exception:
+        _discard(spark, request.staging_dir)
+        raise
+    refusal = next((row["refusal"] for row in rows if row["refusal"] is not None), None)
+    if refusal is not None:
+        _discard(spark, request.staging_dir)
+        raise decode_error(refusal)
+    return rows
+
+
+def _new_staging_dir(table: DeltaTable) -> str:
+    """A fresh staging folder in ``_delta_log``, named with its creation time
+    (``protocol.staging``: how old it is must not depend on file system times)."""
+    return f"{table.log_dir}/{staging_folder_name(now_ms(), uuid.uuid4().hex)}"
 
 
 def _publish_request(
@@ -383,7 +409,7 @@ def write_checkpoint(
     observation = None
     if not snapshot.state_known:
         frame, observation = observing(frame, state_aggregations())
-    staging = f"{snapshot.table.log_dir}/{STAGING_PREFIX}{uuid.uuid4().hex}"
+    staging = _new_staging_dir(snapshot.table)
     _write_staging(snapshot.spark, frame, staging)
     try:
         if observation is not None and observation.get:
@@ -483,7 +509,7 @@ def write_compat_checkpoint(table: DeltaTable, source: CheckpointChoice) -> str:
     """
     frame = read_checkpoint_files(table.spark, source.files)
     columns = [name for name in frame.columns if name in CHECKPOINT_ACTION_COLUMNS]
-    staging = f"{table.log_dir}/{STAGING_PREFIX}{uuid.uuid4().hex}"
+    staging = _new_staging_dir(table)
     _write_staging(table.spark, frame.select(*columns).coalesce(1), staging)
     request = PublishRequest(
         table_root=table.table_root,

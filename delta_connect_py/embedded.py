@@ -276,13 +276,40 @@ class EmbeddedServer:
             process.wait(timeout=10)
 
 
+#: Replaces ``SERVER_CONF``'s ``spark.master`` for ``python -m delta_connect_py.embedded`` (and
+#: so ``server/start-local.sh``): ``local[*,4]`` retries a failed task up to 4 times, as a
+#: cluster does (plain ``local[*]`` never retries), to test the library under task retries.
+MASTER_ENV = "DELTA_CONNECT_SPARK_MASTER"
+
+
+def _conf_pair(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the embedded server in the foreground (used by server/start-local.sh)."""
+    """Run the embedded server in the foreground (used by server/start-local.sh and
+    server/with-cluster.sh)."""
     parser = argparse.ArgumentParser(description="Run a standalone Spark Connect server.")
     parser.add_argument("--port", type=int, default=15002)
     parser.add_argument("--worker-python", default=os.environ.get("PYSPARK_PYTHON", sys.executable))
+    parser.add_argument(
+        "--conf",
+        type=_conf_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark setting over the server's defaults (repeatable)",
+    )
     args = parser.parse_args(argv)
-    return EmbeddedServer(port=args.port, worker_python=args.worker_python).serve("Spark Connect")
+    extra_conf = {"spark.master": os.environ[MASTER_ENV]} if os.environ.get(MASTER_ENV) else {}
+    extra_conf.update(dict(args.conf))
+    server = EmbeddedServer(port=args.port, worker_python=args.worker_python, extra_conf=extra_conf)
+    if extra_conf.get("spark.master"):
+        print(f"Spark Connect: spark.master={extra_conf['spark.master']}", flush=True)
+    return server.serve("Spark Connect")
 
 
 if __name__ == "__main__":

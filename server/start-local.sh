@@ -8,7 +8,8 @@
 # import delta_connect_py. The server itself is started from .venv (full pyspark, Java 17) via
 # `python -m delta_connect_py.embedded`, the same server the embedded default runs; it binds
 # 127.0.0.1 only. Override the launching interpreter with DELTA_CONNECT_SERVER_PYTHON.
-# SIGTERM/SIGINT stop it cleanly.
+# SIGTERM/SIGINT stop it cleanly. DELTA_CONNECT_SPARK_MASTER replaces spark.master, e.g.
+# local[*,4] (tasks retried up to 4 times, as on a cluster; local[*] never retries).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -8,21 +8,29 @@ actions) and then writes ``_last_checkpoint`` (with delta-spark's ``v2Checkpoint
 UUID-named checkpoint; no hint for a cleanup's compatibility copy of an existing
 checkpoint); :func:`delete_log_files` deletes (or, dry run, only lists) expired log files,
 garbage sidecars and stale staging folders; :func:`discard_staging` removes a staging folder
-after a failed write.
+after a failed write or a refused or failed publish.
 
 Invariants: a final checkpoint name only ever appears through a rename of a complete file
-(atomic on POSIX file systems; a single PUT on object stores), and only after the number of
+(atomic on POSIX file systems; a single copy on object stores, so on S3 no file above 5 GiB is
+published: refused before any rename, see ``protocol.staging``), and only after the number of
 ``add`` rows in the staged files equals the snapshot's ``numOfFiles`` (else
-``DELTA_CHECKPOINT_SNAPSHOT_MISMATCH`` and nothing is renamed). Sidecars get fresh unique names,
-so they are invisible to readers until the top-level file naming them is renamed into place.
-``_last_checkpoint`` is written to a temporary name and renamed, only after every part exists
-under its final name, and never replaces a hint for a newer version. The staging folder is
-removed whatever happens, except when the process dies: a folder left by a killed server is
-hidden from every reader (``_`` prefix, no Delta log pattern) and removed by a later publish or
-``cleanup_metadata`` once nothing has written into it for :data:`STALE_STAGING_MS` (a live
-writer's folder is never that old). Checkpoint content is deterministic per (version, layout),
-so a concurrent or repeated publish of the same classic or multi-part checkpoint renames over
-equal content and leaves a valid table.
+``DELTA_CHECKPOINT_SNAPSHOT_MISMATCH`` and nothing is renamed). Sidecars get unique names
+(derived from the checkpoint's UUID), so they are invisible to readers until the top-level file
+naming them is renamed into place. ``_last_checkpoint`` is written to a temporary name and
+renamed, only after every part exists under its final name, and never replaces a hint for a
+newer version.
+
+Every body is safe under Spark's task retries (``spark.task.maxFailures``, 4 on a cluster): an
+expected refusal is a result row (``PUBLISHED_SCHEMA.refusal``), never an exception, and is
+recorded in the staging folder so a retry returns it again; a publish retried after a partial
+attempt finds the parts already renamed under their final names and finishes the same publish;
+deletes of files already gone succeed. A successful publish removes its staging folder; a
+refused or failed one leaves it to the client's :func:`discard_staging` job. A folder left by a
+killed server is hidden from every reader (``_`` prefix, no Delta log pattern) and removed by a
+later publish or ``cleanup_metadata`` once stale (created a day ago, by the time in its name;
+``protocol.staging``). Checkpoint content is deterministic per (version, layout), so a
+concurrent or repeated publish of the same classic or multi-part checkpoint renames over equal
+content and leaves a valid table.
 """
 
 from __future__ import annotations
@@ -33,12 +41,17 @@ import re
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_connect_py.errors import CheckpointSnapshotMismatchError
+from delta_connect_py.errors import (
+    CheckpointSnapshotMismatchError,
+    CheckpointUnsupportedError,
+    DeltaError,
+)
 from delta_connect_py.protocol.cleanup import SidecarFile, unreferenced_sidecars
 from delta_connect_py.protocol.filenames import (
     checkpoint_name,
@@ -50,16 +63,23 @@ from delta_connect_py.protocol.last_checkpoint import (
     parse_last_checkpoint,
     serialize_last_checkpoint,
 )
-from delta_connect_py.worker.failures import WorkerFailure
+from delta_connect_py.protocol.staging import (
+    STAGING_PREFIX,
+    STALE_STAGING_MS,
+    newest_known_mtime,
+    single_copy_refusal,
+    staging_is_stale,
+)
+from delta_connect_py.worker.failures import encode_error
 from delta_connect_py.worker.log_files import LAST_CHECKPOINT_NAME, filesystem_and_path
 
-STAGING_PREFIX = "_delta_connect_staging."
 SIDECAR_DIR = "_sidecars"
 #: delta-spark's ``lastCheckpoint`` thresholds: a ``v2Checkpoint`` hint lists the non-file
 #: actions, and the sidecars, only when there are at most this many of each.
 MAX_HINT_ENTRIES = 30
-#: A staging folder nothing has written into for this long belongs to a dead writer.
-STALE_STAGING_MS = 86_400_000
+#: Written into the staging folder when a publish is refused: a retry of the same task
+#: (Spark's task retries) reports the same refusal instead of counting again.
+REFUSAL_NAME = "_refusal.json"
 _SPARK_PART = re.compile(r"part-(\d+)-.*\.parquet")
 
 PUBLISHED_SCHEMA = pa.schema(
@@ -69,6 +89,8 @@ PUBLISHED_SCHEMA = pa.schema(
         ("adds", pa.int64()),
         ("bytes", pa.int64()),
         ("last_checkpoint", pa.string()),
+        #: An expected refusal (``failures.encode_error``), in the one row of a refused publish.
+        ("refusal", pa.string()),
     ]
 )
 DELETED_SCHEMA = pa.schema([("path", pa.string())])
@@ -98,8 +120,12 @@ class PublishRequest:
     now_ms: int = 0
     #: Write ``_last_checkpoint`` after the parts (not for a compatibility copy).
     write_hint: bool = True
-    #: Test hook: fail after renaming this many parts (simulates a crash mid-publish).
+    #: Test hook: fail once this many parts are in place (simulates a crash mid-publish that
+    #: every retry of the task meets again).
     fail_after_parts: int | None = None
+    #: Test hook: inject that failure only in task attempts numbered below this (a transient
+    #: failure a retry of the task gets past); None: in every attempt.
+    fail_in_attempts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -112,38 +138,45 @@ class DeleteRequest:
     sweep_sidecars: bool
     cutoff_ms: int
     dry_run: bool
-    #: Staging folders whose newest file is older than this (ms) are removed; None: keep all.
+    #: Staging folders older than this (ms; see ``protocol.staging``) are removed; None: keep.
     stale_staging_before_ms: int | None = None
 
 
 @dataclass(frozen=True)
-class _Staged:
-    """One staged part file: its path (None: Spark wrote no file for an empty partition)."""
+class _Part:
+    """One part of the checkpoint: its staged file (None: not staged, because Spark wrote no
+    file for an empty partition or an earlier attempt moved it), its final path, whether a
+    file is at the final path already, and its counts."""
 
-    path: str | None
+    staged: pa.fs.FileInfo | None
+    final: str
+    in_place: bool
     rows: int
     adds: int
+
+    @property
+    def has_file(self) -> bool:
+        return self.staged is not None or self.in_place
 
 
 def _join(directory: str, name: str) -> str:
     return directory.rstrip("/") + "/" + name
 
 
-def _staged_files(fs: pa.fs.FileSystem, staging: str, num_parts: int) -> dict[int, str]:
-    """Staged part files by Spark partition id (empty partitions may have none)."""
+def _staged_files(fs: pa.fs.FileSystem, staging: str, num_parts: int) -> dict[int, pa.fs.FileInfo]:
+    """Staged part files by Spark partition id (empty partitions may have none; none at all
+    when an earlier attempt of this task moved them and removed the folder)."""
     from pyarrow.fs import FileSelector
 
-    by_part: dict[int, str] = {}
-    for info in fs.get_file_info(FileSelector(staging)):
+    by_part: dict[int, pa.fs.FileInfo] = {}
+    for info in fs.get_file_info(FileSelector(staging, allow_not_found=True)):
         match = _SPARK_PART.fullmatch(info.base_name)
         if match is None:
             continue
         part = int(match[1])
         if part in by_part or part >= num_parts:
             raise RuntimeError(f"unexpected staged checkpoint file {info.path}")
-        by_part[part] = info.path
-    if not by_part:
-        raise RuntimeError(f"no staged checkpoint file in {staging}")
+        by_part[part] = info
     return by_part
 
 
@@ -174,25 +207,44 @@ def _count(fs: pa.fs.FileSystem, path: str) -> tuple[int, int]:
     return metadata.num_rows, metadata.num_rows - nulls
 
 
-def _stage(fs: pa.fs.FileSystem, staging: str, request: PublishRequest) -> list[_Staged]:
-    """Every part, counted, and the add count checked against the snapshot's."""
+def _exists(fs: pa.fs.FileSystem, path: str) -> bool:
+    from pyarrow.fs import FileType
+
+    return bool(fs.get_file_info(path).type != FileType.NotFound)
+
+
+def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _Part:
+    """A part counted from its staged file, else from its final file (moved by an earlier
+    attempt of this task; checkpoint content is deterministic, so it is the same file)."""
+    if staged is not None:
+        return _Part(staged, final, False, *_count(fs, staged.path))
+    if _exists(fs, final):
+        return _Part(None, final, True, *_count(fs, final))
+    return _Part(None, final, False, 0, 0)
+
+
+def _stage(
+    fs: pa.fs.FileSystem, staging: str, finals: list[str], request: PublishRequest
+) -> list[_Part] | DeltaError:
+    """Every part, counted; or why nothing may be published (a refusal, as data): the add count
+    differs from the snapshot's, or a file is too large for one rename on this file system."""
     by_part = _staged_files(fs, staging, request.num_parts)
-    staged = []
-    for part in range(request.num_parts):
-        path = by_part.get(part)
-        rows, adds = (0, 0) if path is None else _count(fs, path)
-        staged.append(_Staged(path, rows, adds))
-    adds = sum(s.adds for s in staged)
+    parts = [_part(fs, by_part.get(index), final) for index, final in enumerate(finals)]
+    if not any(part.has_file for part in parts):
+        raise RuntimeError(f"no staged checkpoint file in {staging}, and none published")
+    adds = sum(part.adds for part in parts)
     if request.expected_adds is not None and adds != request.expected_adds:
-        raise WorkerFailure(
-            CheckpointSnapshotMismatchError(
-                version=request.version,
-                path=request.table_root,
-                written=adds,
-                expected=request.expected_adds,
-            )
+        return CheckpointSnapshotMismatchError(
+            version=request.version,
+            path=request.table_root,
+            written=adds,
+            expected=request.expected_adds,
         )
-    return staged
+    to_move = [part.staged.size for part in parts if part.staged is not None]
+    too_large = single_copy_refusal(request.log_dir, to_move)
+    if too_large is not None:
+        return CheckpointUnsupportedError(path=request.table_root, reason=too_large)
+    return parts
 
 
 def _write_empty_part(fs: pa.fs.FileSystem, staging: str, part: int, schema: pa.Schema) -> str:
@@ -201,13 +253,20 @@ def _write_empty_part(fs: pa.fs.FileSystem, staging: str, part: int, schema: pa.
     return path
 
 
-def _with_empty_parts(fs: pa.fs.FileSystem, staging: str, staged: list[_Staged]) -> list[str]:
-    """Paths of every part; a multi-part set needs a file even for an empty partition."""
-    schema = pq.read_schema(next(s.path for s in staged if s.path), filesystem=fs)
-    return [
-        s.path if s.path is not None else _write_empty_part(fs, staging, part, schema)
-        for part, s in enumerate(staged)
-    ]
+def _moves_with_empty_parts(
+    fs: pa.fs.FileSystem, staging: str, parts: list[_Part]
+) -> list[tuple[str, str]]:
+    """(staged, final) of every part not in place yet; a multi-part set needs a file even for
+    an empty partition, written here (with the schema of any other part)."""
+    pattern = next(p.staged.path if p.staged is not None else p.final for p in parts if p.has_file)
+    schema = pq.read_schema(pattern, filesystem=fs)
+    moves = []
+    for index, part in enumerate(parts):
+        if part.in_place:
+            continue
+        source = part.staged.path if part.staged is not None else None
+        moves.append((source or _write_empty_part(fs, staging, index, schema), part.final))
+    return moves
 
 
 def _final_names(request: PublishRequest) -> list[str]:
@@ -220,10 +279,12 @@ def _final_names(request: PublishRequest) -> list[str]:
 
 
 def _sidecar_name(request: PublishRequest, part: int) -> str:
-    """delta-spark's sidecar name: ``<v>.checkpoint.<part>.<parts>.<uuid>.parquet``."""
+    """delta-spark's sidecar name ``<v>.checkpoint.<part>.<parts>.<uuid>.parquet``, with a
+    UUID derived from the checkpoint's: unique, and the same in every attempt of the task."""
+    unique = uuid.uuid5(uuid.UUID(request.checkpoint_uuid), str(part))
     return (
         f"{request.version:020d}.checkpoint.{part + 1:010d}.{request.num_parts:010d}."
-        f"{uuid.uuid4()}.parquet"
+        f"{unique}.parquet"
     )
 
 
@@ -307,12 +368,29 @@ def write_last_checkpoint(fs: pa.fs.FileSystem, log_dir: str, text: str, version
 
 
 def _rename_all(
-    fs: pa.fs.FileSystem, moves: list[tuple[str, str]], request: PublishRequest
+    fs: pa.fs.FileSystem, moves: list[tuple[str, str]], in_place: int, request: PublishRequest
 ) -> None:
-    for done, (source, target) in enumerate(moves, start=1):
+    """Move every staged part to its final name (``in_place`` parts are there already)."""
+    _inject_failure(request, in_place)
+    for source, target in moves:
         fs.move(source, target)
-        if request.fail_after_parts is not None and done >= request.fail_after_parts:
-            raise RuntimeError(f"injected failure after publishing {done} checkpoint part(s)")
+        in_place += 1
+        _inject_failure(request, in_place)
+
+
+def _inject_failure(request: PublishRequest, in_place: int) -> None:
+    if request.fail_after_parts is None or not 0 < request.fail_after_parts <= in_place:
+        return
+    if request.fail_in_attempts is None or _task_attempt() < request.fail_in_attempts:
+        raise RuntimeError(f"injected failure after publishing {in_place} checkpoint part(s)")
+
+
+def _task_attempt() -> int:
+    """Which attempt of its Spark task this is (0: the first; also outside Spark)."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return 0 if context is None else context.attemptNumber()
 
 
 @dataclass(frozen=True)
@@ -328,14 +406,16 @@ class _Published:
 
 def _publish_classic(
     fs: pa.fs.FileSystem, staging: str, log_dir: str, request: PublishRequest
-) -> _Published:
-    staged = _stage(fs, staging, request)
-    sources = _with_empty_parts(fs, staging, staged)
-    finals = [_join(log_dir, name) for name in _final_names(request)]
-    _rename_all(fs, list(zip(sources, finals, strict=True)), request)
-    sizes = [info.size for info in fs.get_file_info(finals)]
-    rows, adds = [s.rows for s in staged], [s.adds for s in staged]
-    uris = [_join(request.log_dir, name) for name in _final_names(request)]
+) -> _Published | DeltaError:
+    names = _final_names(request)
+    parts = _stage(fs, staging, [_join(log_dir, name) for name in names], request)
+    if isinstance(parts, DeltaError):
+        return parts
+    moves = _moves_with_empty_parts(fs, staging, parts)
+    _rename_all(fs, moves, sum(part.in_place for part in parts), request)
+    sizes = [info.size for info in fs.get_file_info([part.final for part in parts])]
+    rows, adds = [p.rows for p in parts], [p.adds for p in parts]
+    uris = [_join(request.log_dir, name) for name in names]
     if not request.write_hint:
         return _Published(uris, rows, adds, sizes, None)
     text = _hint_text(request, sum(rows), sum(adds), sum(sizes))
@@ -345,26 +425,31 @@ def _publish_classic(
 
 def _publish_sidecars(
     fs: pa.fs.FileSystem, staging: str, log_dir: str, request: PublishRequest
-) -> _Published:
+) -> _Published | DeltaError:
     """Sidecars first (unique names, unreferenced until the top-level file exists), then the
-    top-level JSON file by rename, then the hint."""
-    staged = [s for s in _stage(fs, staging, request) if s.path is not None and s.rows]
+    top-level JSON file by rename, then the hint. Empty partitions get no sidecar."""
     sidecar_dir = _join(log_dir, SIDECAR_DIR)
+    all_names = [_sidecar_name(request, part) for part in range(request.num_parts)]
+    parts = _stage(fs, staging, [_join(sidecar_dir, name) for name in all_names], request)
+    if isinstance(parts, DeltaError):
+        return parts
+    kept = [(name, part) for name, part in zip(all_names, parts, strict=True) if part.rows]
+    names, parts = [name for name, _ in kept], [part for _, part in kept]
     fs.create_dir(sidecar_dir, recursive=True)
-    names = [_sidecar_name(request, part) for part in range(len(staged))]
-    finals = [_join(sidecar_dir, name) for name in names]
-    _rename_all(fs, [(s.path or "", f) for s, f in zip(staged, finals, strict=True)], request)
-    infos = fs.get_file_info(finals)
+    moves = [(p.staged.path, p.final) for p in parts if p.staged is not None and not p.in_place]
+    _rename_all(fs, moves, sum(part.in_place for part in parts), request)
+    infos = fs.get_file_info([part.final for part in parts])
     entries = [_file_entry(name, info) for name, info in zip(names, infos, strict=True)]
     lines = [*request.non_file_actions]
     lines += [json.dumps({"sidecar": entry}, separators=(",", ":")) for entry in entries]
     top_name = uuid_checkpoint_name(request.version, request.checkpoint_uuid, "json")
     top = _join(log_dir, top_name)
-    _write_via_rename(fs, log_dir, top, ("\n".join(lines) + "\n").encode("utf-8"))
+    if not _exists(fs, top):  # else written by an earlier attempt, with these very lines
+        _write_via_rename(fs, log_dir, top, ("\n".join(lines) + "\n").encode("utf-8"))
     top_info = fs.get_file_info(top)
     sizes = [top_info.size, *[info.size for info in infos]]
-    rows = [len(lines), *[s.rows for s in staged]]
-    adds = [0, *[s.adds for s in staged]]
+    rows = [len(lines), *[p.rows for p in parts]]
+    adds = [0, *[p.adds for p in parts]]
     v2 = _v2_checkpoint_hint((top_name, top_info), list(request.non_file_actions), entries)
     text = _hint_text(request, sum(rows), sum(adds), sum(sizes), v2)
     written = write_last_checkpoint(fs, log_dir, text, request.version)
@@ -378,19 +463,48 @@ def _has_rows(batches: Iterable[pa.RecordBatch]) -> bool:
     return any(batch.num_rows for batch in batches)
 
 
+def _recorded_refusal(fs: pa.fs.FileSystem, staging: str) -> str | None:
+    """The refusal an earlier attempt of this task recorded in the staging folder, if any."""
+    try:
+        with fs.open_input_stream(_join(staging, REFUSAL_NAME)) as stream:
+            return bytes(stream.read()).decode("utf-8")
+    except FileNotFoundError:
+        return None
+
+
+def _refusal_row(refusal: str) -> pa.Table:
+    row = {name: None for name in PUBLISHED_SCHEMA.names}
+    return pa.Table.from_pylist([{**row, "refusal": refusal}], schema=PUBLISHED_SCHEMA)
+
+
 def publish_checkpoint(
     request: PublishRequest, batches: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body (run on one row): validate, rename parts, write the hint, clean up."""
+    """mapInArrow body (run on one row): validate, rename parts, write the hint, clean up.
+
+    Safe to retry (Spark retries a failed task): an expected refusal is returned as a row, not
+    raised, and recorded in the staging folder (left for the client to discard), so a retry
+    reports it again; parts an earlier attempt moved are found under their final names and
+    not moved again, and an attempt that finds the staging folder gone reports the published
+    files. An unexpected failure raises and leaves the staging folder for the retry (the
+    client discards it when the job fails).
+    """
     if not _has_rows(batches):
         return
     fs, staging = filesystem_and_path(request.staging_dir)
     _, log_dir = filesystem_and_path(request.log_dir)
+    refusal = _recorded_refusal(fs, staging)
+    if refusal is not None:
+        yield from _refusal_row(refusal).to_batches()
+        return
     publish = _publish_sidecars if request.sidecars else _publish_classic
-    try:
-        published = publish(fs, staging, log_dir, request)
-    finally:
-        _remove_dir(fs, staging)
+    published = publish(fs, staging, log_dir, request)
+    if isinstance(published, DeltaError):
+        text = encode_error(published)
+        _write_via_rename(fs, staging, _join(staging, REFUSAL_NAME), text.encode("utf-8"))
+        yield from _refusal_row(text).to_batches()
+        return
+    _remove_dir(fs, staging)
     # Best effort, after our own publish: folders left by writers that died long ago.
     with contextlib.suppress(OSError):
         _stale_staging(fs, log_dir, request.log_dir, request.now_ms - STALE_STAGING_MS, True)
@@ -401,6 +515,7 @@ def publish_checkpoint(
             "adds": published.adds,
             "bytes": published.sizes,
             "last_checkpoint": [published.hint] * len(published.uris),
+            "refusal": [None] * len(published.uris),
         },
         schema=PUBLISHED_SCHEMA,
     )
@@ -412,18 +527,18 @@ def _remove_dir(fs: pa.fs.FileSystem, path: str) -> None:
         fs.delete_dir(path)
 
 
-def _newest_mtime_ms(fs: pa.fs.FileSystem, folder: pa.fs.FileInfo) -> int:
+def _newest_mtime_ms(fs: pa.fs.FileSystem, folder: pa.fs.FileInfo) -> int | None:
     from pyarrow.fs import FileSelector
 
     infos = [folder, *fs.get_file_info(FileSelector(folder.path, recursive=True))]
-    return max(_mtime_ms(info) for info in infos)
+    return newest_known_mtime(_mtime_ms(info) for info in infos)
 
 
 def _stale_staging(
     fs: pa.fs.FileSystem, log_dir: str, log_uri: str, before_ms: int, delete: bool
 ) -> list[str]:
-    """Staging folders (URIs) nothing has written into since ``before_ms``; removed if
-    ``delete``."""
+    """Staging folders (URIs) of writers that died before ``before_ms``
+    (``protocol.staging.staging_is_stale``); removed if ``delete``."""
     from pyarrow.fs import FileSelector, FileType
 
     stale = []
@@ -431,7 +546,8 @@ def _stale_staging(
         if info.type != FileType.Directory or not info.base_name.startswith(STAGING_PREFIX):
             continue
         with contextlib.suppress(FileNotFoundError):  # removed meanwhile by its own writer
-            if _newest_mtime_ms(fs, info) < before_ms:
+            newest = partial(_newest_mtime_ms, fs, info)
+            if staging_is_stale(info.base_name, before_ms, newest):
                 if delete:
                     _remove_dir(fs, info.path)
                 stale.append(_join(log_uri, info.base_name))

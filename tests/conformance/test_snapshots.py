@@ -155,7 +155,30 @@ def _assert_matches_delta_rs(snapshot: Any, entry: dict[str, Any]) -> None:
         assert _our_deleted_rows(snapshot) == _rs_deleted_rows(rs, root)
 
 
-@pytest.mark.parametrize("entry", INDEX, ids=_table_ids(INDEX))
+#: Also replayed on the standalone cluster (marker ``cluster``, ``make test-cluster``):
+#: V2 sidecar and classic checkpoints, deletion vectors, CDC files, a damaged hint (multi-part
+#: checkpoints are written and read there by test_checkpoint.py).
+CLUSTER_TABLES = {
+    "golden/dv-partitioned-with-checkpoint/delta",
+    "golden/corrupted-last-checkpoint/delta",
+    "kernel/v2-checkpoints-parquet-with-sidecars/delta",
+    "kernel/cdf-table-with-cdc-and-dvs/delta",
+}
+
+
+def _cluster_marked(entries: list[dict[str, Any]]) -> list[Any]:
+    """The entries as parameters, those of :data:`CLUSTER_TABLES` marked ``cluster``."""
+    return [
+        pytest.param(
+            entry,
+            id=entry["table_path"],
+            marks=[pytest.mark.cluster] if entry["table_path"] in CLUSTER_TABLES else [],
+        )
+        for entry in entries
+    ]
+
+
+@pytest.mark.parametrize("entry", _cluster_marked(INDEX))
 def test_table_replays_like_upstream(spark: Any, entry: dict[str, Any]) -> None:
     table_path = entry["table_path"]
     if table_path in EXPECTED_ERRORS:

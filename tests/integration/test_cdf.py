@@ -272,6 +272,7 @@ CONFORMANCE_CDF = [
 ]
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize(("relative", "start", "count"), CONFORMANCE_CDF)
 def test_conformance_tables_match_expected_counts_and_delta_rs(
     spark: Any, conformance_table: Any, relative: str, start: int, count: int

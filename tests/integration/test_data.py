@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from delta_connect_py import DeltaTable
 from delta_connect_py.data import select_files
-from delta_connect_py.errors import FileReferencedNotFoundError
+from delta_connect_py.errors import DeletionVectorInvalidError, FileReferencedNotFoundError
 from delta_connect_py.plans.spark import session_conf
 from tests.conftest import CONFORMANCE
 from tests.dv_encoding import portable_array, z85_encode
@@ -168,6 +168,7 @@ def test_row_counts_match_dv_aware_readers(
     assert table.snapshot().to_df().count() == expected
 
 
+@pytest.mark.cluster
 def test_dv_partitioned_with_checkpoint_counts_35_not_37(
     spark: Any, conformance_table: Any
 ) -> None:
@@ -177,6 +178,7 @@ def test_dv_partitioned_with_checkpoint_counts_35_not_37(
     assert sum(f.deletion_vector is not None for f in select_files(snapshot)) > 0
 
 
+@pytest.mark.worker_errors
 def test_missing_data_file_raises_a_delta_error_naming_it(
     spark: Any, conformance_table: Any
 ) -> None:
@@ -244,6 +246,7 @@ def _rs_rows(path: Path, version: int) -> pa.Table:
     return pa.table(QueryBuilder().register("t", table).execute("SELECT * FROM t").read_all())
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize("partitioned", [False, True])
 def test_delta_rs_tables_read_like_delta_rs(spark: Any, tmp_path: Path, partitioned: bool) -> None:
     path = tmp_path / "rs"
@@ -460,6 +463,7 @@ def _values(snapshot: Any) -> list[int]:
     return sorted(r["value"] for r in to_arrow(snapshot.to_df()).to_pylist())
 
 
+@pytest.mark.worker_errors
 def test_inline_relative_and_absolute_deletion_vectors(spark: Any, tmp_path: Path) -> None:
     root = tmp_path / "dv table"
     shutil.copytree(CONFORMANCE / "kernel/table-with-dv-small/delta", root)
@@ -500,6 +504,18 @@ def test_inline_relative_and_absolute_deletion_vectors(spark: Any, tmp_path: Pat
     next(broken.glob("deletion_vector_*.bin")).unlink()
     with pytest.raises(FileReferencedNotFoundError, match="deletion_vector_"):
         DeltaTable.for_path(spark, str(broken)).snapshot(1).to_df()
+
+
+@pytest.mark.worker_errors
+def test_a_damaged_deletion_vector_file_is_invalid(spark: Any, conformance_table: Any) -> None:
+    """DV bytes that do not decode fail the read with ``DELTA_DELETION_VECTOR_INVALID`` naming
+    the DV file (raised in the server's Python worker, also when Spark retries the task)."""
+    root = conformance_table("golden/dv-partitioned-with-checkpoint/delta")
+    for vector in root.glob("deletion_vector_*.bin"):
+        vector.write_bytes(b"\x00" * vector.stat().st_size)
+    with pytest.raises(DeletionVectorInvalidError, match="deletion_vector_") as raised:
+        DeltaTable.for_path(spark, str(root)).snapshot().to_df().collect()
+    assert raised.value.getErrorClass() == "DELTA_DELETION_VECTOR_INVALID"
 
 
 def test_type_widening_and_iso_timestamp_partitions(spark: Any, conformance_table: Any) -> None:

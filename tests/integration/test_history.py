@@ -85,6 +85,7 @@ MALFORMED_COMMIT_INFO = {
 }
 
 
+@pytest.mark.worker_errors
 @pytest.mark.parametrize("reader", ["json source", "worker lines"])
 @pytest.mark.parametrize("kind", sorted(MALFORMED_COMMIT_INFO))
 def test_malformed_commit_info_names_the_file(

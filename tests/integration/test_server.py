@@ -78,6 +78,7 @@ def test_embedded_server_sessions_share_one_python_daemon(spark_remote: str) -> 
     assert len(daemons) == 1, f"one Python daemon per session: {sorted(daemons)}"
 
 
+@pytest.mark.cluster
 def test_server_workers_cannot_import_delta_connect_py(spark: Any) -> None:
     if not os.environ.get("SPARK_REMOTE") and not os.environ.get("DELTA_CONNECT_WORKER_PYTHON"):
         pytest.skip("the embedded server's workers run this interpreter, which has our package")

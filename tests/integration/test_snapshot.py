@@ -146,6 +146,7 @@ def test_a_zero_byte_commit_of_a_local_log_is_an_empty_version(
     assert table.history().where("version = 14").count() == 1
 
 
+@pytest.mark.worker_errors
 def test_corrupt_last_checkpoint_falls_back_to_listing(spark: Any, conformance_table: Any) -> None:
     root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
     (root / "_delta_log" / "_last_checkpoint").write_text('{"version": 10, "size": ')
@@ -158,6 +159,7 @@ def _log_bytes(log: Path) -> dict[str, bytes]:
     return {path.name: path.read_bytes() for path in log.iterdir() if path.is_file()}
 
 
+@pytest.mark.worker_errors
 def test_a_checkpoint_that_is_not_parquet_is_a_corrupt_log_file(
     spark: Any, conformance_table: Any
 ) -> None:
@@ -176,6 +178,7 @@ def test_a_checkpoint_that_is_not_parquet_is_a_corrupt_log_file(
     assert _log_bytes(log) == before
 
 
+@pytest.mark.worker_errors
 def test_an_unreadable_checkpoint_falls_back_to_commit_zero(
     spark: Any, conformance_table: Any
 ) -> None:
@@ -192,6 +195,7 @@ def test_an_unreadable_checkpoint_falls_back_to_commit_zero(
     assert _log_bytes(log) == before
 
 
+@pytest.mark.worker_errors
 def test_an_unreadable_checkpoint_falls_back_to_an_earlier_checkpoint(
     spark: Any, conformance_table: Any
 ) -> None:
@@ -246,6 +250,7 @@ def test_tombstones_and_transactions(spark: Any) -> None:
     assert snapshot.tombstones().count() == snapshot.state.num_of_removes == 0
 
 
+@pytest.mark.worker_errors
 def test_checkpoint_rows_from_outside_the_log_are_refused(
     spark: Any, conformance_table: Any, tmp_path: Path
 ) -> None:
@@ -289,6 +294,7 @@ def _state_view(snapshot: Any) -> tuple[Any, ...]:
     )
 
 
+@pytest.mark.cluster
 def test_update_builds_on_the_previous_state(spark: Any, tmp_path: Path) -> None:
     """update() after appends, a delete and a schema change equals a fresh snapshot and
     delta-rs; after a new checkpoint it falls back to a fresh snapshot."""
@@ -466,6 +472,7 @@ def _corrupt_commit(log: Path, version: int, line: str) -> Path:
     return commit
 
 
+@pytest.mark.worker_errors
 @pytest.mark.parametrize("reader", ["json source", "worker lines"])
 @pytest.mark.parametrize("kind", sorted(MALFORMED_LINES))
 def test_malformed_commit_line_names_the_file(
@@ -489,6 +496,7 @@ def test_malformed_commit_line_names_the_file(
     assert table.snapshot(11).state.num_of_files == len(_rs_files(root, 11))
 
 
+@pytest.mark.worker_errors
 def test_malformed_metadata_line_fails_the_snapshot(spark: Any, conformance_table: Any) -> None:
     """The protocol/metadata fast path must not fall back to an older metaData silently."""
     root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
