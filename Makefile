@@ -10,6 +10,8 @@
 #   .venv-worker  pyarrow + pandas only              the server's Python workers
 #   .venv-thin    pip install -e '.[test]'           thin pyspark-client only, no jars
 #   .delta-jars   server/fetch-delta-jars.sh (mvn)   delta-spark jars for the oracle server
+#   .s3a-jars     server/fetch-s3a-jars.sh (mvn)     hadoop-aws + AWS SDK for the s3a server
+#   .venv-moto    server/moto-requirements.txt       moto's S3 server for the object-store tests
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -19,6 +21,7 @@ PYTHON ?= python3.11
 VENV := .venv
 WORKER := .venv-worker
 THIN := .venv-thin
+MOTO := .venv-moto
 CONFORMANCE ?= $(or $(DELTA_CONFORMANCE_DIR),../shared/conformance)
 DEMO_TABLE ?= $(CONFORMANCE)/delta-rs/table_with_deletion_logs/delta
 PYTEST_ARGS ?=
@@ -34,11 +37,11 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	delta-jars lint server \
+	test-object-store delta-jars s3a-jars moto-venv lint server \
 	compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,15p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -59,6 +62,13 @@ $(WORKER)/.installed: server/worker-requirements.txt
 	$(WORKER)/bin/$(PIP) -r server/worker-requirements.txt
 	! $(WORKER)/bin/python -c 'import delta_connect_py' 2>/dev/null
 	touch $@
+
+$(MOTO)/.installed: server/moto-requirements.txt
+	test -x $(MOTO)/bin/python || $(PYTHON) -m venv $(MOTO)
+	$(MOTO)/bin/$(PIP) -r server/moto-requirements.txt
+	touch $@
+
+moto-venv: $(MOTO)/.installed
 
 $(THIN)/.installed: pyproject.toml
 	test -x $(THIN)/bin/python || $(PYTHON) -m venv $(THIN)
@@ -82,7 +92,7 @@ test:
 	$(MAKE) --no-print-directory venvs; \
 	echo "== venvs: $$((SECONDS - start)) s"; \
 	status=0; \
-	for phase in test-unit test-integration test-embedded test-delta-spark; do \
+	for phase in test-unit test-integration test-embedded test-delta-spark test-object-store; do \
 		start=$$SECONDS; \
 		$(MAKE) --no-print-directory $$phase || status=1; \
 		echo "== $$phase: $$((SECONDS - start)) s"; \
@@ -98,7 +108,8 @@ test-unit: $(THIN)/.installed
 test-integration: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-local-server.sh \
-		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark" tests $(PYTEST_ARGS)
+		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark and not object_store" \
+		tests $(PYTEST_ARGS)
 
 # (c) tests that start the embedded server themselves (full pyspark); none collected is fine.
 test-embedded: $(VENV)/.installed-dev $(WORKER)/.installed
@@ -116,6 +127,17 @@ test-delta-spark: $(VENV)/.installed-dev $(WORKER)/.installed delta-jars
 
 delta-jars:
 	server/fetch-delta-jars.sh
+
+# (e) object stores: moto's S3 server on a free loopback port and a Spark Connect server with
+# the s3a connector (jars cached in .s3a-jars/), both started by the tests; credentials only in
+# the server's Spark conf. OBJECT_STORE_REQUIRED: missing jars or moto fail the tests.
+test-object-store: $(VENV)/.installed-dev $(WORKER)/.installed $(MOTO)/.installed s3a-jars
+	env -u SPARK_REMOTE OBJECT_STORE_REQUIRED=1 \
+		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		$(VENV)/bin/pytest -m object_store tests/integration/object_store $(PYTEST_ARGS)
+
+s3a-jars:
+	server/fetch-s3a-jars.sh >/dev/null
 
 lint: $(VENV)/.installed-dev
 	$(VENV)/bin/ruff check .
