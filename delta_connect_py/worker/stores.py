@@ -322,12 +322,10 @@ class AccessProbe:
 def probe_access(probe: AccessProbe, batches: Iterable[Any]) -> Iterator[Any]:
     """mapInArrow body: one metadata request on ``_last_checkpoint`` (present or not) with
     the worker's credentials; yields nothing, raises the file-access error on failure."""
-    from delta_connect_py.worker.log_files import filesystem_and_path
-
     for _ in batches:
         pass
     try:
-        filesystem, log_dir = filesystem_and_path(probe.log_dir, probe.options)
+        filesystem, log_dir = open_store(probe.log_dir, probe.options)
         filesystem.get_file_info(log_dir.rstrip("/") + "/_last_checkpoint")
     except OSError as exc:
         failure = access_failure(probe.operation, probe.log_dir, exc, probe.options)
