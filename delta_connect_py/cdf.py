@@ -49,7 +49,8 @@ Invariants:
   removed and added in one version with a DV on either side contributes only the difference
   (rows in the new DV but not the old as ``delete``, the reverse as ``insert``), like
   delta-spark's ``processDeletionVectorActions``. DV files are read by Spark and decoded
-  on the server (:mod:`delta_connect_py.plans.deletion_vectors`) and applied with joins on ``_metadata.row_index``.
+  on the server (:mod:`delta_connect_py.plans.deletion_vectors`) and applied with joins on
+  ``_metadata.row_index``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ id in column mapping mode ``id``, see :func:`parquet_read_schema`) plus
 ``_metadata.file_path`` and ``_metadata.row_index``; partition values (a small broadcast
 relation keyed by file) are joined in and cast to their schema types by Spark; rows named by
 deletion vectors (DV files read by Spark, decoded in a worker, see
-``delta_connect_py.plans.deletion_vectors``; once eagerly, to report bad DVs) are removed with an anti-join; physical column names become logical ones;
+``delta_connect_py.plans.deletion_vectors``; once eagerly, to report bad DVs) are removed with
+an anti-join; physical column names become logical ones;
 finally the filter itself is applied to the rows.
 
 Partition values: null and ``""`` are null (``__HIVE_DEFAULT_PARTITION__`` appears only in
