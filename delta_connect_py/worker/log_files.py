@@ -208,7 +208,7 @@ def _read_with_tries(uri: str, request: LastCheckpointRead) -> tuple[int, str | 
         try:
             # A hint is not worth a region lookup (seconds when S3 cannot be reached).
             text = read_text(uri, request.storage_options, resolve_region=False)
-        except OSError as exc:  # not the file's fault: trying again would not help
+        except (OSError, WorkerFailure) as exc:  # not the file's fault: no retry helps
             return UNREACHABLE, f"{type(exc).__name__}: {exc}"
         if text is None:
             return MISSING, None

@@ -171,15 +171,22 @@ def open_store(
     if scheme in _GCS_SCHEMES:
         return _gcs(options), rest
     reason = unsupported_scheme(uri)
-    if reason is not None:
-        raise UnsupportedFileSystemError(
-            feature="reading or writing files in a Python worker",
+    if reason is None:
+        try:
+            filesystem, path = fs.FileSystem.from_uri(uri)
+            return filesystem, str(path)
+        except OSError as exc:
+            if "libhdfs" not in str(exc) and "libjvm" not in str(exc):
+                raise
+            reason = f"the workers have no libhdfs/JVM for pyarrow's HDFS client: {exc}"
+    raise WorkerFailure(
+        UnsupportedFileSystemError(
+            feature="Reading or writing log files in a Python worker",
             path=uri,
             scheme=scheme,
             reason=reason,
         )
-    filesystem, path = fs.FileSystem.from_uri(uri)
-    return filesystem, str(path)
+    )
 
 
 def _s3(

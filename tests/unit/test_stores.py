@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from delta_connect_py.errors import InvalidStorageOptionsError, UnsupportedFileSystemError
+from delta_connect_py.worker.failures import WorkerFailure, decode_worker_failure
 from delta_connect_py.worker.log_files import (
     CORRUPT,
     UNREACHABLE,
@@ -104,3 +105,15 @@ def test_unreadable_hint_is_unreachable_at_once(tmp_path: Path) -> None:
     (log_dir / "_last_checkpoint").write_text("{not json")
     quick = LastCheckpointRead(log_dir=f"file:{log_dir}", tries=2, retry_seconds=0)
     assert _read_with_tries(uri, quick)[0] == CORRUPT
+
+
+@pytest.mark.parametrize("uri", ["hdfs://namenode:8020/t", "wasbs://c@a.blob.core.windows.net/t"])
+def test_stores_a_worker_cannot_open_fail_as_delta_errors(uri: str) -> None:
+    """Here pyarrow has no libhdfs/JVM, and never a wasb file system: the worker raises the
+    client's DeltaError, and an unopenable hint is unreachable, not a failed listing."""
+    with pytest.raises(WorkerFailure) as raised:
+        open_store(uri, StorageOptions())
+    decoded = decode_worker_failure(str(raised.value))
+    assert isinstance(decoded, UnsupportedFileSystemError)
+    request = LastCheckpointRead(log_dir=f"{uri}/_delta_log", retry_seconds=3600)
+    assert _read_with_tries(f"{uri}/_delta_log/_last_checkpoint", request)[0] == UNREACHABLE
