@@ -39,7 +39,8 @@ from tests.object_store_server import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-_REQUEST = re.compile(r'"(GET|HEAD|PUT|POST|DELETE) (/[^ ]*) HTTP')
+#: A request line of moto's (werkzeug's) log; some are wrapped in terminal colour codes.
+_REQUEST = re.compile(r'"(?:\x1b\[[0-9;]*m)*(GET|HEAD|PUT|POST|DELETE) (/[^ ]*) HTTP')
 
 
 def _requests(log: str, start: int, name: str) -> Counter[str]:
