@@ -2,7 +2,7 @@
 # mvn reaching Maven Central (make test only).
 #
 #   make demo    describe the sample table examples/sample_table on the embedded local server
-#   make test    unit, thin-client integration/conformance, embedded, and delta-spark tests
+#   make test    unit, thin-client integration/conformance, embedded, delta-spark, object-store tests
 #   make test-retries / test-cluster   worker-error tests under local[*,4]; a subset on a
 #                standalone cluster (2 workers)
 #   make lint    ruff check, ruff format --check, mypy
@@ -13,6 +13,8 @@
 #   .venv-worker  pyarrow + pandas only              the server's Python workers
 #   .venv-thin    pip install -e '.[test]'           thin pyspark-client only, no jars
 #   .delta-jars   server/fetch-delta-jars.sh (mvn)   delta-spark jars for the oracle server
+#   .s3a-jars     server/fetch-s3a-jars.sh (mvn)     hadoop-aws + AWS SDK for the s3a server
+#   .venv-moto    server/moto-requirements.txt       moto's S3 server for the object-store tests
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -22,6 +24,7 @@ PYTHON ?= python3.11
 VENV := .venv
 WORKER := .venv-worker
 THIN := .venv-thin
+MOTO := .venv-moto
 DEMO_TABLE ?= examples/sample_table
 PYTEST_ARGS ?=
 PIP := pip install --quiet --disable-pip-version-check
@@ -36,11 +39,11 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	test-retries test-cluster delta-jars lint server test-container image \
-	compose-config compose-up compose-down clean-venvs
+	test-retries test-cluster test-object-store delta-jars s3a-jars moto-venv lint server \
+	test-container image compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,16p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,17p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -61,6 +64,13 @@ $(WORKER)/.installed: server/worker-requirements.txt
 	$(WORKER)/bin/$(PIP) -r server/worker-requirements.txt
 	! $(WORKER)/bin/python -c 'import delta_connect_py' 2>/dev/null
 	touch $@
+
+$(MOTO)/.installed: server/moto-requirements.txt
+	test -x $(MOTO)/bin/python || $(PYTHON) -m venv $(MOTO)
+	$(MOTO)/bin/$(PIP) -r server/moto-requirements.txt
+	touch $@
+
+moto-venv: $(MOTO)/.installed
 
 $(THIN)/.installed: pyproject.toml
 	test -x $(THIN)/bin/python || $(PYTHON) -m venv $(THIN)
@@ -84,7 +94,7 @@ test:
 	$(MAKE) --no-print-directory venvs; \
 	echo "== venvs: $$((SECONDS - start)) s"; \
 	status=0; \
-	for phase in test-unit test-integration test-embedded test-delta-spark; do \
+	for phase in test-unit test-integration test-embedded test-delta-spark test-object-store; do \
 		start=$$SECONDS; \
 		$(MAKE) --no-print-directory $$phase || status=1; \
 		echo "== $$phase: $$((SECONDS - start)) s"; \
@@ -100,7 +110,8 @@ test-unit: $(THIN)/.installed
 test-integration: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-local-server.sh \
-		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark" tests $(PYTEST_ARGS)
+		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark and not object_store" \
+		tests $(PYTEST_ARGS)
 
 # (c) tests that start the embedded server themselves (full pyspark); none collected is fine.
 test-embedded: $(VENV)/.installed-dev $(WORKER)/.installed
@@ -137,7 +148,18 @@ test-cluster: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 delta-jars:
 	server/fetch-delta-jars.sh
 
-# (e) the container (as root on Debian: docker.io, dockerd and the Python base made when
+# (e) object stores: moto's S3 server on a free loopback port and a Spark Connect server with
+# the s3a connector (jars cached in .s3a-jars/), both started by the tests; credentials only in
+# the server's Spark conf. OBJECT_STORE_REQUIRED: missing jars or moto fail the tests.
+test-object-store: $(VENV)/.installed-dev $(WORKER)/.installed $(MOTO)/.installed s3a-jars
+	env -u SPARK_REMOTE OBJECT_STORE_REQUIRED=1 \
+		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		$(VENV)/bin/pytest -m object_store tests/integration/object_store $(PYTEST_ARGS)
+
+s3a-jars:
+	server/fetch-s3a-jars.sh >/dev/null
+
+# (f) the container (as root on Debian: docker.io, dockerd and the Python base made when
 # missing; no registry needed): a named subset of the integration tests from the thin client
 # against server/Dockerfile's image, the data directory mounted at the same path.
 test-container: $(THIN)/.installed

@@ -48,8 +48,9 @@ Invariants:
 * deletion vectors: an add (remove) with a DV contributes the rows outside its DV; a path both
   removed and added in one version with a DV on either side contributes only the difference
   (rows in the new DV but not the old as ``delete``, the reverse as ``insert``), like
-  delta-spark's ``processDeletionVectorActions``. DVs are decoded on the server by
-  :mod:`delta_connect_py.worker.dv_rows` and applied with joins on ``_metadata.row_index``.
+  delta-spark's ``processDeletionVectorActions``. DV files are read by Spark and decoded
+  on the server (:mod:`delta_connect_py.plans.deletion_vectors`) and applied with joins on
+  ``_metadata.row_index``.
 """
 
 from __future__ import annotations
@@ -90,12 +91,13 @@ from delta_connect_py.errors import (
     NoStartForCdcReadError,
     TimestampGreaterThanCommitError,
 )
+from delta_connect_py.plans.deletion_vectors import deleted_rows
 from delta_connect_py.plans.loading import (
     COMMIT_SPARK_SCHEMA,
     malformed_commits_reported,
     read_commits,
 )
-from delta_connect_py.plans.spark import collect, escape_glob, map_in_arrow, spark_schema
+from delta_connect_py.plans.spark import collect, escape_glob
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.actions import Metadata, Protocol
 from delta_connect_py.protocol.cdf import (
@@ -125,11 +127,6 @@ from delta_connect_py.protocol.schema_changes import (
 )
 from delta_connect_py.protocol.timestamps import format_timestamp_ms, monotonize
 from delta_connect_py.snapshot import Snapshot, now_ms
-from delta_connect_py.worker.dv_rows import (
-    DV_INPUT_SCHEMA,
-    DV_ROWS_SCHEMA,
-    expand_deletion_vectors,
-)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -533,8 +530,7 @@ def _dv_rows(
 ) -> DataFrame:
     """``(_cdf_entry, _cdf_row)`` of every row the given deletion vectors name (server-side)."""
     rows = [_dv_input(entry, dv, table_root) for entry, dv in dvs]
-    descriptors = spark.createDataFrame(rows, schema=spark_schema(DV_INPUT_SCHEMA))
-    expanded = map_in_arrow(descriptors, expand_deletion_vectors, spark_schema(DV_ROWS_SCHEMA))
+    expanded = deleted_rows(spark, rows, table_root)
     return expanded.select(
         F.col("file_key").cast("long").alias(_ENTRY), F.col("row_index").alias(_ROW)
     )

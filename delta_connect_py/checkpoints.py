@@ -99,6 +99,7 @@ from delta_connect_py.worker.checkpoint_files import (
     publish_checkpoint,
 )
 from delta_connect_py.worker.failures import decode_error
+from delta_connect_py.worker.stores import StorageOptions, guarded
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -322,24 +323,25 @@ def non_file_actions(snapshot: Snapshot) -> tuple[str, ...]:
     return tuple(json.dumps(action, separators=(",", ":")) for action in actions)
 
 
-def _write_staging(spark: SparkSession, frame: DataFrame, staging: str) -> None:
+def _write_staging(
+    spark: SparkSession, frame: DataFrame, staging: str, options: StorageOptions
+) -> None:
     try:
         with session_conf(spark, WRITE_CONF):
             frame.write.options(**WRITE_OPTIONS).mode("error").parquet(staging)
     except Exception as exc:
-        _discard(spark, staging)
+        _discard(spark, staging, options)
         translated = translate_server_error(exc)
         if translated is exc:
             raise
         raise translated from exc
 
 
-def _discard(spark: SparkSession, staging: str) -> None:
+def _discard(spark: SparkSession, staging: str, options: StorageOptions) -> None:
     """Best effort: a failed write's staging folder must not linger."""
     try:
-        job = map_in_arrow(
-            _one_task(spark), partial(discard_staging, staging), spark_schema(DELETED_SCHEMA)
-        )
+        body = partial(discard_staging, staging, storage_options=options)
+        job = map_in_arrow(_one_task(spark), body, spark_schema(DELETED_SCHEMA))
         collect(job)
     except Exception:  # the original failure matters more; cleanup_metadata can retry later
         pass
@@ -351,17 +353,22 @@ def _publish(spark: SparkSession, request: PublishRequest) -> list[Any]:
     A refusal comes back as a row (so Spark does not retry it) and is raised here; the staging
     folder a refused or failed publish leaves (for the task's retries) is discarded then.
     """
-    job = map_in_arrow(
-        _one_task(spark), partial(publish_checkpoint, request), spark_schema(PUBLISHED_SCHEMA)
+    body = partial(
+        guarded,
+        "create_checkpoint (publishing the checkpoint and _last_checkpoint)",
+        request.log_dir,
+        request.storage_options,
+        partial(publish_checkpoint, request),
     )
+    job = map_in_arrow(_one_task(spark), body, spark_schema(PUBLISHED_SCHEMA))
     try:
         rows = collect(job)
     except Exception:
-        _discard(spark, request.staging_dir)
+        _discard(spark, request.staging_dir, request.storage_options)
         raise
     refusal = next((row["refusal"] for row in rows if row["refusal"] is not None), None)
     if refusal is not None:
-        _discard(spark, request.staging_dir)
+        _discard(spark, request.staging_dir, request.storage_options)
         raise decode_error(refusal)
     return rows
 
@@ -388,6 +395,7 @@ def _publish_request(
         checkpoint_uuid=str(uuid.uuid4()) if layout.sidecars else "",
         non_file_actions=non_file_actions(snapshot) if layout.sidecars else (),
         now_ms=now_ms(),
+        storage_options=snapshot.table.storage_options,
     )
 
 
@@ -410,14 +418,14 @@ def write_checkpoint(
     if not snapshot.state_known:
         frame, observation = observing(frame, state_aggregations())
     staging = _new_staging_dir(snapshot.table)
-    _write_staging(snapshot.spark, frame, staging)
+    _write_staging(snapshot.spark, frame, staging, snapshot.table.storage_options)
     try:
         if observation is not None and observation.get:
             snapshot.adopt_observed_state(observation.get)
         # Without observed metrics (a server that returns none), the state query runs now.
         request = _publish_request(snapshot, staging, layout, schema)
     except Exception:
-        _discard(snapshot.spark, staging)
+        _discard(snapshot.spark, staging, snapshot.table.storage_options)
         raise
     rows = _publish(snapshot.spark, request)
     return CheckpointResult(
@@ -510,7 +518,7 @@ def write_compat_checkpoint(table: DeltaTable, source: CheckpointChoice) -> str:
     frame = read_checkpoint_files(table.spark, source.files)
     columns = [name for name in frame.columns if name in CHECKPOINT_ACTION_COLUMNS]
     staging = _new_staging_dir(table)
-    _write_staging(table.spark, frame.select(*columns).coalesce(1), staging)
+    _write_staging(table.spark, frame.select(*columns).coalesce(1), staging, table.storage_options)
     request = PublishRequest(
         table_root=table.table_root,
         log_dir=table.log_dir,
@@ -522,6 +530,7 @@ def write_compat_checkpoint(table: DeltaTable, source: CheckpointChoice) -> str:
         checkpoint_schema=None,
         write_hint=False,
         now_ms=now_ms(),
+        storage_options=table.storage_options,
     )
     return str(_publish(table.spark, request)[0]["path"])
 
@@ -551,8 +560,14 @@ def cleanup_metadata(
         cutoff_ms=cleanup.cutoff_ms,
         dry_run=dry_run,
         stale_staging_before_ms=now - STALE_STAGING_MS,
+        storage_options=table.storage_options,
     )
-    job = map_in_arrow(
-        _one_task(table.spark), partial(delete_log_files, request), spark_schema(DELETED_SCHEMA)
+    body = partial(
+        guarded,
+        "cleanup_metadata (listing and deleting expired log files)",
+        table.log_dir,
+        table.storage_options,
+        partial(delete_log_files, request),
     )
+    job = map_in_arrow(_one_task(table.spark), body, spark_schema(DELETED_SCHEMA))
     return [row["path"] for row in collect(job)]

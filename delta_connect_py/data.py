@@ -8,8 +8,9 @@ one ``spark.read.parquet`` with the table's physical schema (columns matched by 
 id in column mapping mode ``id``, see :func:`parquet_read_schema`) plus
 ``_metadata.file_path`` and ``_metadata.row_index``; partition values (a small broadcast
 relation keyed by file) are joined in and cast to their schema types by Spark; rows named by
-deletion vectors (decoded in a worker, see ``delta_connect_py.worker.dv_rows``; once eagerly,
-to report bad DVs) are removed with an anti-join; physical column names become logical ones;
+deletion vectors (DV files read by Spark, decoded in a worker, see
+``delta_connect_py.plans.deletion_vectors``; once eagerly, to report bad DVs) are removed with
+an anti-join; physical column names become logical ones;
 finally the filter itself is applied to the rows.
 
 Partition values: null and ``""`` are null (``__HIVE_DEFAULT_PARTITION__`` appears only in
@@ -47,7 +48,8 @@ from pyspark.sql.types import (
 )
 
 from delta_connect_py.errors import FileReferencedNotFoundError
-from delta_connect_py.plans.spark import collect, escape_glob, map_in_arrow, spark_schema
+from delta_connect_py.plans.deletion_vectors import deleted_rows
+from delta_connect_py.plans.spark import collect, escape_glob
 from delta_connect_py.protocol.deletion_vectors import (
     STORAGE_INLINE,
     DeletionVectorDescriptor,
@@ -64,11 +66,6 @@ from delta_connect_py.protocol.file_filters import (
 )
 from delta_connect_py.protocol.properties import column_mapping_mode
 from delta_connect_py.session import translate_server_error
-from delta_connect_py.worker.dv_rows import (
-    DV_INPUT_SCHEMA,
-    DV_ROWS_SCHEMA,
-    expand_deletion_vectors,
-)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -447,9 +444,7 @@ def _without_deleted_rows(
     rows = [_dv_input(f, root) for f in files if f.deletion_vector is not None]
     if not rows:
         return data
-    spark: SparkSession = snapshot.spark
-    descriptors = spark.createDataFrame(rows, schema=spark_schema(DV_INPUT_SCHEMA))
-    deleted = map_in_arrow(descriptors, expand_deletion_vectors, spark_schema(DV_ROWS_SCHEMA))
+    deleted = deleted_rows(snapshot.spark, rows, root)
     deleted = deleted.select(F.col("file_key").alias(FILE_KEY), F.col("row_index").alias(ROW_INDEX))
     # Decode once now, so a missing or corrupt DV is raised here as a DeltaError rather than
     # later, from the user's action, as a bare Spark error (not cached: the server would keep

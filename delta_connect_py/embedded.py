@@ -60,6 +60,11 @@ SERVER_CONF: dict[str, str] = {
     # Hadoop's checksumming local file system rejects files whose ".name.crc" sidecar is stale
     # (several upstream test tables ship such sidecars); Delta never relies on those sidecars.
     "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+    # ... which is also what Hadoop's FileSystem.getLocal then returns, and the object-store
+    # connectors' disk-buffered uploads cast that to LocalFileSystem (ClassCastException on
+    # every s3a write, likewise ABFS): buffer their uploads in memory instead.
+    "spark.hadoop.fs.s3a.fast.upload.buffer": "bytebuffer",
+    "spark.hadoop.fs.azure.data.blocks.buffer": "bytebuffer",
     "spark.driver.extraJavaOptions": "-Duser.timezone=UTC",
     "spark.executor.extraJavaOptions": "-Duser.timezone=UTC",
 }

@@ -170,6 +170,36 @@ class ServerEnvironmentError(DeltaError):
     template = "{message}"
 
 
+class WorkerFileAccessError(DeltaError):
+    error_class = "DELTA_CONNECT_WORKER_FILE_ACCESS"
+    template = (
+        "{operation} failed on {path}: the server's Python workers write, rename and delete "
+        "these files themselves (Spark Connect cannot), with pyarrow and {source}, not with "
+        "the server's Spark/Hadoop credentials, and the store refused or could not be "
+        "reached ({reason}). Give the workers credentials: "
+        "DeltaTable.for_path(spark, path, storage_options={{...}}) with {credentials} "
+        "(delta-rs's names; they travel in the Spark plan, so prefer short-lived ones), or set "
+        "them in the environment of the processes that start the server's Python workers."
+    )
+
+
+class UnsupportedFileSystemError(DeltaError):
+    error_class = "DELTA_CONNECT_UNSUPPORTED_FILE_SYSTEM"
+    template = (
+        "{feature} needs the server's Python workers to open {path} themselves with pyarrow, "
+        "which cannot open '{scheme}:' URIs ({reason}). Reading the table works; for this "
+        "call, use a URI the workers can open (s3a://, abfss://, gs://, file:)."
+    )
+
+
+class InvalidStorageOptionsError(DeltaError):
+    error_class = "DELTA_CONNECT_INVALID_STORAGE_OPTIONS"
+    template = (
+        "Unknown storage_options: {unknown}. Supported (delta-rs's names, for the server's "
+        "Python workers' own file access): {supported}."
+    )
+
+
 class EmbeddedServerError(DeltaError):
     error_class = "DELTA_CONNECT_EMBEDDED_SERVER"
     template = "{message}"

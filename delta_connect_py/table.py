@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
 from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
@@ -33,7 +35,7 @@ from delta_connect_py.plans.loading import (
     read_commits,
 )
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
-from delta_connect_py.plans.spark import collect
+from delta_connect_py.plans.spark import collect, map_in_arrow
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind
@@ -45,6 +47,13 @@ from delta_connect_py.protocol.segment import (
 from delta_connect_py.protocol.timestamps import CommitTimestamp, monotonize, version_at_timestamp
 from delta_connect_py.session import prepare_session
 from delta_connect_py.snapshot import Snapshot, now_ms
+from delta_connect_py.worker.stores import (
+    NO_STORAGE_OPTIONS,
+    AccessProbe,
+    StorageOptions,
+    check_worker_access,
+    probe_access,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -76,12 +85,41 @@ class DeltaTable:
 
     spark: SparkSession
     table_root: str
+    #: Credentials for what the server's Python workers do on the store themselves (see
+    #: ``for_path``); never shown in ``repr``.
+    storage_options: StorageOptions = field(default=NO_STORAGE_OPTIONS, repr=False)
 
     @classmethod
-    def for_path(cls, spark: SparkSession, path: str) -> DeltaTable:
-        """The table at ``path``: any URI the server reads (file:, s3a:, hdfs:) or a local path."""
+    def for_path(
+        cls, spark: SparkSession, path: str, storage_options: Mapping[str, str] | None = None
+    ) -> DeltaTable:
+        """The table at ``path``: any URI the server reads (file:, s3a:, abfss:, gs:) or a
+        local path.
+
+        The server reads and lists the table through its own Hadoop file systems and
+        credentials (``spark.hadoop.fs.*``). ``storage_options`` (delta-rs's names:
+        ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``,
+        ``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``, ``AZURE_STORAGE_ACCOUNT_KEY``, ...; see
+        ``worker.stores``) are for the few file operations Spark Connect cannot do, which the
+        server's Python workers do with pyarrow: publishing a checkpoint
+        (``create_checkpoint``), deleting expired files (``cleanup_metadata``) and reading the
+        optional ``_last_checkpoint`` hint. Without them the workers use their own
+        environment (instance roles, ``AWS_*`` variables). The values travel to the server
+        inside the Spark plan: prefer short-lived credentials.
+        """
         prepare_session(spark)
-        return cls(spark, qualify_table_path(path))
+        return cls(spark, qualify_table_path(path), StorageOptions.of(storage_options))
+
+    def check_worker_file_access(self, operation: str) -> None:
+        """Fail now, with a clear error, when the server's Python workers cannot write to this
+        table's store (a scheme pyarrow cannot open; no or wrong credentials): before
+        ``operation`` runs any job that writes."""
+        check_worker_access(self.table_root, operation)
+        if self.table_root.startswith("file:"):
+            return
+        probe = AccessProbe(operation, self.log_dir, self.storage_options)
+        job = map_in_arrow(self.spark.range(0, 1, 1, 1), partial(probe_access, probe), "id long")
+        collect(job)
 
     @property
     def log_dir(self) -> str:
@@ -89,7 +127,7 @@ class DeltaTable:
 
     def list_log(self) -> LogListing:
         """Every log file with size and modification time (one Spark job)."""
-        return list_log(self.spark, self.log_dir)
+        return list_log(self.spark, self.log_dir, self.storage_options)
 
     def log_segment(
         self, version: int | None = None, listing: LogListing | None = None
@@ -205,6 +243,7 @@ class DeltaTable:
         """
         from delta_connect_py.checkpoints import create_checkpoint
 
+        self.check_worker_file_access("create_checkpoint")
         return create_checkpoint(self, version, part_size=part_size)
 
     def cleanup_metadata(self, *, dry_run: bool = False) -> list[str]:
@@ -214,6 +253,7 @@ class DeltaTable:
         """
         from delta_connect_py.checkpoints import cleanup_metadata
 
+        self.check_worker_file_access("cleanup_metadata")
         return cleanup_metadata(self, dry_run=dry_run)
 
     def history(self, limit: int | None = None) -> DataFrame:

@@ -8,7 +8,10 @@ through the server's Hadoop file system and credentials and never reads content.
 
 Invariants: the client never touches the files; a missing ``_delta_log`` yields an empty
 listing (the snapshot turns it into ``DELTA_MISSING_DELTA_TABLE``); a corrupt or unreadable
-``_last_checkpoint`` yields no hint (the listing decides), never an error.
+``_last_checkpoint`` yields no hint (the listing decides), never an error; only a corrupt one is
+warned about: one the workers cannot reach (an object store they have no credentials for:
+``_last_checkpoint`` is read by a Python worker, see ``worker.stores``) is an optional hint
+missed, logged at debug level.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from delta_connect_py.plans.spark import (
     map_in_arrow,
     session_conf,
     spark_schema,
+    union_all,
 )
 from delta_connect_py.protocol.filenames import LogFile, parse_log_file
 from delta_connect_py.protocol.last_checkpoint import LastCheckpoint, parse_last_checkpoint
@@ -35,9 +39,15 @@ from delta_connect_py.worker.log_files import (
     LISTING_SCHEMA,
     MISSING,
     NO_LOG_DIR,
+    UNREACHABLE,
     LastCheckpointRead,
     list_local_log,
     read_last_checkpoint,
+)
+from delta_connect_py.worker.stores import (
+    NO_STORAGE_OPTIONS,
+    StorageOptions,
+    unsupported_scheme,
 )
 
 if TYPE_CHECKING:
@@ -73,8 +83,9 @@ def _files_frame(spark: SparkSession, log_dir: str) -> DataFrame:
     )
 
 
-def _hint_frame(spark: SparkSession, log_dir: str) -> DataFrame:
-    reader = partial(read_last_checkpoint, LastCheckpointRead(log_dir=log_dir))
+def _hint_frame(spark: SparkSession, log_dir: str, options: StorageOptions) -> DataFrame:
+    request = LastCheckpointRead(log_dir=log_dir, storage_options=options)
+    reader = partial(read_last_checkpoint, request)
     # One partition: the reader runs once per partition, and one row is wanted.
     return map_in_arrow(spark.range(0, 1, 1, 1), reader, spark_schema(LISTING_SCHEMA))
 
@@ -84,12 +95,15 @@ def _local_listing_frame(spark: SparkSession, log_dir: str) -> DataFrame:
     return map_in_arrow(spark.range(0, 1, 1, 1), reader, spark_schema(LISTING_SCHEMA))
 
 
-def _listing_rows(spark: SparkSession, log_dir: str) -> list[Any] | None:
+def _listing_rows(spark: SparkSession, log_dir: str, options: StorageOptions) -> list[Any] | None:
     """The listing and hint rows, or None when ``log_dir`` does not exist."""
     if log_dir.startswith("file:"):
         rows = collect(_local_listing_frame(spark, log_dir))
         return None if any(row["length"] == NO_LOG_DIR for row in rows) else rows
-    listing = _files_frame(spark, log_dir).unionByName(_hint_frame(spark, log_dir))
+    frames = [_files_frame(spark, log_dir)]
+    if unsupported_scheme(log_dir) is None:  # else no worker can read the hint
+        frames.append(_hint_frame(spark, log_dir, options))
+    listing = union_all(frames)
     try:
         with session_conf(spark, LISTING_CONF):
             return collect(listing)
@@ -99,9 +113,12 @@ def _listing_rows(spark: SparkSession, log_dir: str) -> list[Any] | None:
         return None
 
 
-def list_log(spark: SparkSession, log_dir: str) -> LogListing:
-    """Every Delta log file in ``log_dir`` plus the parsed ``_last_checkpoint`` hint."""
-    rows = _listing_rows(spark, log_dir)
+def list_log(
+    spark: SparkSession, log_dir: str, options: StorageOptions = NO_STORAGE_OPTIONS
+) -> LogListing:
+    """Every Delta log file in ``log_dir`` plus the parsed ``_last_checkpoint`` hint (read by a
+    worker with ``options``, see ``worker.stores``)."""
+    rows = _listing_rows(spark, log_dir, options)
     if rows is None:
         return LogListing(log_dir, (), None, log_dir_exists=False)
     hint_rows = [row for row in rows if row["content"] is not None or row["length"] < 0]
@@ -123,6 +140,9 @@ def _parse_hint(hint_rows: Sequence[Any], log_dir: str) -> LastCheckpoint | None
     row = hint_rows[0]
     length, content = row["length"], row["content"]
     if length == MISSING:
+        return None
+    if length == UNREACHABLE:
+        log.debug("%s/_last_checkpoint not read by the workers (%s)", log_dir, content)
         return None
     try:
         return parse_last_checkpoint(content)

@@ -16,6 +16,7 @@ still yield ``add.stats`` (as JSON, like delta-spark's ``add_stats_to_use``).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,7 +55,7 @@ from delta_connect_py.worker.log_files import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
 
     from delta_connect_py.protocol.segment import LogSegment
 
@@ -111,15 +112,11 @@ def read_commits(
     """Commit (or compaction) JSON with the ``schema`` action columns (default: every action),
     plus ``version`` and ``_file``."""
     source = F.col("_metadata.file_path")
-    return (
-        spark.read.schema(schema)
-        .option("mode", "FAILFAST")
-        .json([escape_glob(f.path) for f in files])
-        .select(
-            "*",
-            F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
-            source.alias(FILE_COLUMN),
-        )
+    reader = spark.read.schema(schema).option("mode", "FAILFAST").format("json")
+    return load_log_files(reader, files).select(
+        "*",
+        F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
+        source.alias(FILE_COLUMN),
     )
 
 
@@ -132,9 +129,40 @@ BYTES_PER_FILTERED_READ_TASK = 512 << 20
 MAX_READ_TASKS = 16
 
 
+#: Fewer commit files than this are named one by one (a directory listing would cost more).
+DIRECTORY_READ_MIN_FILES = 8
+_PLAIN_LOG_NAME = re.compile(r"\d{20}\.json")
+
+
+def load_log_files(reader: DataFrameReader, files: Sequence[LogFile]) -> DataFrame:
+    """``reader.load`` of exactly ``files``.
+
+    Many commits of one non-local ``_delta_log`` are read as the directory with a file-name
+    filter naming them: Spark then lists the directory (one LIST per 1,000 keys) instead of
+    probing every named file before reading it (on S3A a HEAD to check it exists, a HEAD and a
+    LIST to list it: 1,000 commits cost ~7 HEADs and ~2 LISTs each per fresh snapshot). The
+    files the listing found are checked to be exactly ``files``; when one is missing the
+    files are named one by one after all, so a missing file fails the read as it always did.
+    """
+    directories = {f.path.rsplit("/", 1)[0] for f in files}
+    by_name = len(files) < DIRECTORY_READ_MIN_FILES or len(directories) != 1
+    if (
+        by_name
+        or files[0].path.startswith("file:")
+        or not all(_PLAIN_LOG_NAME.fullmatch(f.name) for f in files)
+    ):
+        return reader.load([escape_glob(f.path) for f in files])
+    wanted = "{" + ",".join(f.name for f in files) + "}"
+    frame = reader.option("pathGlobFilter", wanted).load(escape_glob(directories.pop()))
+    found = {path.rsplit("/", 1)[-1] for path in frame.inputFiles()}
+    if found != {f.name for f in files}:
+        return reader.load([escape_glob(f.path) for f in files])
+    return frame
+
+
 def _spark_commit_lines(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     source = F.col("_metadata.file_path")
-    return spark.read.text([escape_glob(f.path) for f in files]).select(
+    return load_log_files(spark.read.format("text"), files).select(
         F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
         source.alias(FILE_COLUMN),
         "value",

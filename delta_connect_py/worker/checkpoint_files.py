@@ -71,7 +71,12 @@ from delta_connect_py.protocol.staging import (
     staging_is_stale,
 )
 from delta_connect_py.worker.failures import encode_error
-from delta_connect_py.worker.log_files import LAST_CHECKPOINT_NAME, filesystem_and_path
+from delta_connect_py.worker.log_files import (
+    LAST_CHECKPOINT_NAME,
+    filesystem_and_path,
+    path_in_store,
+)
+from delta_connect_py.worker.stores import NO_STORAGE_OPTIONS, StorageOptions
 
 SIDECAR_DIR = "_sidecars"
 #: delta-spark's ``lastCheckpoint`` thresholds: a ``v2Checkpoint`` hint lists the non-file
@@ -126,6 +131,8 @@ class PublishRequest:
     #: Test hook: inject that failure only in task attempts numbered below this (a transient
     #: failure a retry of the task gets past); None: in every attempt.
     fail_in_attempts: int | None = None
+    #: The worker's credentials for the store (``DeltaTable.for_path(storage_options=)``).
+    storage_options: StorageOptions = NO_STORAGE_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,8 @@ class DeleteRequest:
     dry_run: bool
     #: Staging folders older than this (ms; see ``protocol.staging``) are removed; None: keep.
     stale_staging_before_ms: int | None = None
+    #: The worker's credentials for the store (``DeltaTable.for_path(storage_options=)``).
+    storage_options: StorageOptions = NO_STORAGE_OPTIONS
 
 
 @dataclass(frozen=True)
@@ -491,8 +500,8 @@ def publish_checkpoint(
     """
     if not _has_rows(batches):
         return
-    fs, staging = filesystem_and_path(request.staging_dir)
-    _, log_dir = filesystem_and_path(request.log_dir)
+    fs, staging = filesystem_and_path(request.staging_dir, request.storage_options)
+    log_dir = path_in_store(request.log_dir)
     refusal = _recorded_refusal(fs, staging)
     if refusal is not None:
         yield from _refusal_row(refusal).to_batches()
@@ -555,12 +564,14 @@ def _stale_staging(
 
 
 def discard_staging(
-    staging_dir: str, batches: Iterable[pa.RecordBatch]
+    staging_dir: str,
+    batches: Iterable[pa.RecordBatch],
+    storage_options: StorageOptions = NO_STORAGE_OPTIONS,
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: remove a staging folder left by a failed write (if it exists)."""
     if not _has_rows(batches):
         return
-    fs, staging = filesystem_and_path(staging_dir)
+    fs, staging = filesystem_and_path(staging_dir, storage_options)
     _remove_dir(fs, staging)
     yield pa.RecordBatch.from_pylist([{"path": staging_dir}], schema=DELETED_SCHEMA)
 
@@ -592,14 +603,14 @@ def _sidecars_present(fs: pa.fs.FileSystem, log_dir: str) -> list[SidecarFile]:
 def _garbage_sidecars(fs: pa.fs.FileSystem, log_dir: str, request: DeleteRequest) -> list[str]:
     referenced: list[str] = []
     for uri in request.retained_checkpoints:
-        referenced += _sidecar_references(fs, filesystem_and_path(uri)[1])
+        referenced += _sidecar_references(fs, path_in_store(uri))
     garbage = unreferenced_sidecars(_sidecars_present(fs, log_dir), referenced, request.cutoff_ms)
     return [_join(_join(request.log_dir, SIDECAR_DIR), sidecar.name) for sidecar in garbage]
 
 
 def _delete(fs: pa.fs.FileSystem, uri: str) -> None:
     with contextlib.suppress(FileNotFoundError):
-        fs.delete_file(filesystem_and_path(uri)[1])
+        fs.delete_file(path_in_store(uri))
 
 
 def delete_log_files(
@@ -609,7 +620,7 @@ def delete_log_files(
     then stale staging folders."""
     if not _has_rows(batches):
         return
-    fs, log_dir = filesystem_and_path(request.log_dir)
+    fs, log_dir = filesystem_and_path(request.log_dir, request.storage_options)
     for uri in request.paths:
         if not request.dry_run:
             _delete(fs, uri)

@@ -1,13 +1,15 @@
 """Expanding deletion vectors into deleted row indexes, on the server, in a mapInArrow worker.
 
-Responsibility: :func:`expand_deletion_vectors` reads each deletion vector named by its input
-rows (inline bytes, or a DV file read with pyarrow.fs) and emits one ``(file_key, row_index)``
-row per deleted row, which the client's plan anti-joins with the data rows.
+Responsibility: :func:`expand_deletion_vectors` decodes each deletion vector named by its input
+rows (inline bytes, or the framed bitmap Spark cut out of the DV file: ``STORED_COLUMN``, see
+``plans.deletion_vectors``) and emits one ``(file_key, row_index)`` row per deleted row, which
+the client's plan anti-joins with the data rows.
 
-Invariants: input rows follow :data:`DV_INPUT_SCHEMA` and output batches :data:`DV_ROWS_SCHEMA`
-exactly; a missing DV file raises ``DELTA_FILE_NOT_FOUND_DETAILED`` and malformed bytes
-``DELTA_DELETION_VECTOR_INVALID`` (both carried to the client as DeltaErrors); DV files are only
-read, never written; one DV file read at one offset is decoded once per task.
+Invariants: input rows follow :data:`DV_INPUT_SCHEMA` plus :data:`STORED_COLUMN` and output
+batches :data:`DV_ROWS_SCHEMA` exactly; malformed bytes (a checksum or size that does not
+match, a frame cut short by a file too small for its offset) raise
+``DELTA_DELETION_VECTOR_INVALID`` (carried to the client as a DeltaError); the worker opens no
+file: everything it decodes arrived with its input rows.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-from delta_connect_py.errors import DeletionVectorInvalidError, FileReferencedNotFoundError
+from delta_connect_py.errors import DeletionVectorInvalidError
 from delta_connect_py.protocol.deletion_vectors import (
     DeletionVectorFormatError,
     deleted_rows,
@@ -24,7 +26,6 @@ from delta_connect_py.protocol.deletion_vectors import (
     z85_decode,
 )
 from delta_connect_py.worker.failures import WorkerFailure
-from delta_connect_py.worker.log_files import filesystem_and_path
 
 DV_INPUT_SCHEMA = pa.schema(
     [
@@ -37,18 +38,9 @@ DV_INPUT_SCHEMA = pa.schema(
         ("table_root", pa.string()),
     ]
 )
+#: The framed bitmap of a stored DV (size, payload, checksum), read from its file by Spark.
+STORED_COLUMN = "stored"
 DV_ROWS_SCHEMA = pa.schema([("file_key", pa.string()), ("row_index", pa.int64())])
-
-
-def _stored_payload(location: str, offset: int, size: int, table_root: str) -> bytes:
-    filesystem, path = filesystem_and_path(location)
-    try:
-        with filesystem.open_input_file(path) as handle:
-            handle.seek(offset)
-            chunk = bytes(handle.read(size + 8))
-    except FileNotFoundError as exc:
-        raise WorkerFailure(FileReferencedNotFoundError(path=location, table=table_root)) from exc
-    return unframe(chunk, size)
 
 
 def _rows_of(row: dict[str, object]) -> list[int]:
@@ -59,8 +51,8 @@ def _rows_of(row: dict[str, object]) -> list[int]:
         if location is None:
             payload = z85_decode(str(row["inline_dv"]))[:size]
         else:
-            offset = int(row["offset"] or 0)  # type: ignore[call-overload]
-            payload = _stored_payload(str(location), offset, size, str(row["table_root"]))
+            stored = row[STORED_COLUMN]
+            payload = unframe(stored if isinstance(stored, bytes) else b"", size)
         return deleted_rows(payload, cardinality)
     except DeletionVectorFormatError as exc:
         where = location if location is not None else "inline deletion vector"

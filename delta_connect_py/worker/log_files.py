@@ -5,7 +5,9 @@ file reader) with pyarrow's file systems inside a Python worker, with delta-spar
 
 Invariants: a missing file is reported as missing, never as corrupt; a file that cannot be parsed
 (or fails its checksum) is retried up to ``tries`` times, one second apart, and then reported as
-corrupt with the reason, so the client falls back to the listing; nothing is ever written.
+corrupt with the reason, so the client falls back to the listing; a file the worker cannot read
+at all (no credentials for the store, no network: an ``OSError``) is reported as unreachable at
+once, without retries, and the listing decides too; nothing is ever written.
 """
 
 from __future__ import annotations
@@ -27,10 +29,13 @@ from delta_connect_py.protocol.last_checkpoint import (
     parse_last_checkpoint,
 )
 from delta_connect_py.worker.failures import WorkerFailure
+from delta_connect_py.worker.stores import NO_STORAGE_OPTIONS, StorageOptions, open_store
 
 LAST_CHECKPOINT_NAME = "_last_checkpoint"
 MISSING = -1
 CORRUPT = -2
+#: The worker could not read ``_last_checkpoint`` (credentials, network): not a property of it.
+UNREACHABLE = -4
 #: The ``length`` of the one row a listing yields when ``_delta_log`` does not exist.
 NO_LOG_DIR = -3
 
@@ -50,19 +55,31 @@ class LastCheckpointRead:
     log_dir: str
     tries: int = 3
     retry_seconds: float = 1.0
+    storage_options: StorageOptions = NO_STORAGE_OPTIONS
 
 
-def filesystem_and_path(uri: str) -> tuple[pa.fs.FileSystem, str]:
-    """A pyarrow file system for a Hadoop-style URI (``file:/x``, ``s3a://b/x``, ``/x``)."""
+def filesystem_and_path(
+    uri: str, options: StorageOptions = NO_STORAGE_OPTIONS, *, resolve_region: bool = True
+) -> tuple[pa.fs.FileSystem, str]:
+    """A pyarrow file system for a Hadoop-style URI (``file:/x``, ``s3a://b/x``, ``/x``),
+    opened with ``options``, else the worker's own environment (see ``worker.stores``)."""
     from pyarrow import fs
 
     local = _local_path(uri)
     if local is not None:
         return fs.LocalFileSystem(), local
-    if uri.startswith(("s3a://", "s3n://")):
-        uri = "s3://" + uri.split("://", 1)[1]
-    filesystem, path = fs.FileSystem.from_uri(uri)
-    return filesystem, str(path)
+    return open_store(uri, options, resolve_region=resolve_region)
+
+
+def path_in_store(uri: str) -> str:
+    """The path ``filesystem_and_path`` gives for ``uri``, without opening the store."""
+    local = _local_path(uri)
+    if local is not None:
+        return local
+    if uri.startswith(("abfs://", "abfss://")):
+        authority, _, path = uri.split("://", 1)[1].partition("/")
+        return f"{authority.rpartition('@')[0]}/{path}".rstrip("/")
+    return uri.split(":", 1)[1].lstrip("/")
 
 
 def _local_path(uri: str) -> str | None:
@@ -107,7 +124,9 @@ def _directory_uri(directory: str) -> str | None:
     return _DIRECTORY_URIS[directory]
 
 
-def read_bytes(uri: str) -> bytes | None:
+def read_bytes(
+    uri: str, options: StorageOptions = NO_STORAGE_OPTIONS, *, resolve_region: bool = True
+) -> bytes | None:
     """The file's content, or None when it does not exist."""
     local = _local_path(uri)
     if local is not None:
@@ -118,7 +137,7 @@ def read_bytes(uri: str) -> bytes | None:
                 return file.read()
         except FileNotFoundError:
             return None
-    filesystem, path = filesystem_and_path(uri)
+    filesystem, path = filesystem_and_path(uri, options, resolve_region=resolve_region)
     try:
         with filesystem.open_input_stream(path) as stream:
             return bytes(stream.read())
@@ -126,9 +145,11 @@ def read_bytes(uri: str) -> bytes | None:
         return None
 
 
-def read_text(uri: str) -> str | None:
+def read_text(
+    uri: str, options: StorageOptions = NO_STORAGE_OPTIONS, *, resolve_region: bool = True
+) -> str | None:
     """The file's text, or None when it does not exist."""
-    content = read_bytes(uri)
+    content = read_bytes(uri, options, resolve_region=resolve_region)
     return None if content is None else content.decode("utf-8")
 
 
@@ -185,12 +206,16 @@ def _read_with_tries(uri: str, request: LastCheckpointRead) -> tuple[int, str | 
     reason = "unknown"
     for attempt in range(request.tries):
         try:
-            text = read_text(uri)
-            if text is None:
-                return MISSING, None
+            # A hint is not worth a region lookup (seconds when S3 cannot be reached).
+            text = read_text(uri, request.storage_options, resolve_region=False)
+        except (OSError, WorkerFailure) as exc:  # not the file's fault: no retry helps
+            return UNREACHABLE, f"{type(exc).__name__}: {exc}"
+        if text is None:
+            return MISSING, None
+        try:
             parse_last_checkpoint(text)
             return len(text), text
-        except (CorruptLastCheckpointError, OSError, ValueError) as exc:
+        except (CorruptLastCheckpointError, ValueError) as exc:
             reason = f"{type(exc).__name__}: {exc}"
         if attempt + 1 < request.tries:
             time.sleep(request.retry_seconds)
