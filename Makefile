@@ -4,11 +4,12 @@
 #   make demo    describe a conformance table on the embedded local Spark Connect server
 #   make test    unit, thin-client integration/conformance, embedded, and delta-spark tests
 #   make lint    ruff check, ruff format --check, mypy
+#   make test-spark40  conformance + a subset against a pip Spark 4.0 server, 4.1 and 4.0 clients
 #
 # Environments (created on first use, reinstalled when pyproject.toml changes):
 #   .venv         pip install -e '.[local,test,dev]'  full pyspark + Java: runs the server
 #   .venv-worker  pyarrow + pandas only              the server's Python workers
-#   .venv-thin    pip install -e '.[test]'           thin pyspark-client only, no jars
+#   .venv-thin    pip install -e '.[client,test]'    thin pyspark-client only, no jars
 #   .delta-jars   server/fetch-delta-jars.sh (mvn)   delta-spark jars for the oracle server
 
 SHELL := bash
@@ -24,9 +25,9 @@ DEMO_TABLE ?= $(CONFORMANCE)/delta-rs/table_with_deletion_logs/delta
 PYTEST_ARGS ?=
 PIP := pip install --quiet --disable-pip-version-check
 
-# pyspark-client (a dependency) and full pyspark (the [local] extra) install into the same
-# pyspark/ folder; whichever pip installs last wins. Reinstall full pyspark over it so the
-# Python files match the jars.
+# pyspark-client (the [client] extra, or an earlier install) and full pyspark (the [local]
+# extra) install into the same pyspark/ folder; whichever pip installs last wins. Reinstall full
+# pyspark over it so the Python files match the jars.
 define fix_pyspark_overlay
 $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspark.__version__ != m.version("pyspark"))' \
 	|| $(1)/bin/$(PIP) --no-deps --force-reinstall \
@@ -34,11 +35,11 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	delta-jars lint server \
+	test-spark40 delta-jars lint server \
 	compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,13p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,14p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -62,7 +63,7 @@ $(WORKER)/.installed: server/worker-requirements.txt
 
 $(THIN)/.installed: pyproject.toml
 	test -x $(THIN)/bin/python || $(PYTHON) -m venv $(THIN)
-	$(THIN)/bin/$(PIP) -e '.[test]'
+	$(THIN)/bin/$(PIP) -e '.[client,test]'
 	$(THIN)/bin/python -c "import pyspark, pathlib; \
 		assert not (pathlib.Path(pyspark.__file__).parent / 'jars').exists(), 'full pyspark in $(THIN)'"
 	touch $@
@@ -113,6 +114,12 @@ test-delta-spark: $(VENV)/.installed-dev $(WORKER)/.installed delta-jars
 		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		$(VENV)/bin/pytest -m delta_spark tests/integration/delta_spark $(PYTEST_ARGS) \
 		|| test $$? -eq 5
+
+# (e) a stock Spark 4.0 Connect server (pip pyspark 4.0 in .venv-spark40), from the 4.1 thin
+# client and from a 4.0 thin client (.venv-thin40, also checking pip left its pyspark-client
+# alone); server/spark40-ci.sh builds and caches both venvs.
+test-spark40: $(WORKER)/.installed $(THIN)/.installed
+	server/spark40-ci.sh $(PYTEST_ARGS)
 
 delta-jars:
 	server/fetch-delta-jars.sh

@@ -36,6 +36,7 @@ from delta_connect_py.errors import (
     ServerEnvironmentError,
     UnsupportedServerVersionError,
 )
+from delta_connect_py.pyspark_client import spark_line
 from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
@@ -153,13 +154,6 @@ def prepare_session(spark: SparkSession) -> None:
     if server_python != CLIENT_PYTHON:
         raise PythonVersionMismatchError(server_version=server_python, client_version=CLIENT_PYTHON)
     _prepared_sessions.add(session_id)
-
-
-def spark_line(version: str) -> tuple[int, int] | None:
-    """The (major, minor) a Spark version string starts with (``4.0.5``, ``4.1.0-SNAPSHOT``);
-    None when it starts otherwise."""
-    found = re.match(r"\s*(\d+)\.(\d+)", version)
-    return (int(found.group(1)), int(found.group(2))) if found else None
 
 
 def settings_for_server(server_version: str, client_version: str) -> dict[str, str]:

@@ -20,7 +20,13 @@ import pyarrow as pa
 import pytest
 from pyspark import cloudpickle
 
-from delta_connect_py.session import CLIENT_PYTHON, _worker_python_version
+from delta_connect_py.pyspark_client import spark_line
+from delta_connect_py.session import (
+    CLIENT_PYSPARK,
+    CLIENT_PYTHON,
+    LOCAL_RELATION_CHUNK_CONF,
+    _worker_python_version,
+)
 
 # Functions defined here run on the server's workers, which cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
@@ -46,6 +52,17 @@ def _probe_worker(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
 def test_package_worker_code_runs_by_value(spark: Any) -> None:
     rows = spark.range(1, numPartitions=1).mapInArrow(_worker_python_version, "python string")
     assert [row["python"] for row in rows.collect()] == [CLIENT_PYTHON]
+
+
+def test_local_data_reaches_the_server_whatever_its_spark_version(spark: Any) -> None:
+    """``createDataFrame`` of local rows (every listing sends one) works on the server under
+    test: a pyspark 4.1 client reads settings a Spark 4.0 server does not define, which
+    ``prepare_session`` sets (4.1's defaults) for such a pair."""
+    frame = spark.createDataFrame([(2, "b"), (1, "a")], "id long, name string")
+    assert [tuple(row) for row in frame.orderBy("id").collect()] == [(1, "a"), (2, "b")]
+    key = "spark.sql.session.localRelationChunkSizeRows"
+    if (spark_line(CLIENT_PYSPARK) or (0, 0)) >= (4, 1):
+        assert spark.conf.get(key, None) == LOCAL_RELATION_CHUNK_CONF[key]
 
 
 def _worker_daemon_pid(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
