@@ -130,7 +130,7 @@ for client in "$thin41" "$thin40"; do
     phase "tests from pyspark client $version ($client)"
     basetemp="$(mktemp -d -t delta-connect-spark40-tests.XXXXXX)"
     SPARK_REMOTE="sc://127.0.0.1:$port" PYTHONPATH="$root" \
-        "$client/bin/pytest" -p no:cacheprovider --basetemp "$basetemp" \
+        "$client/bin/pytest" -p no:cacheprovider --basetemp "$basetemp" --durations=25 \
         -m "integration and not embedded and not delta_spark" "${subset[@]}" "$@" || status=1
     rm -rf "$basetemp"
 done
