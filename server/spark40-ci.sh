@@ -32,11 +32,12 @@ client_pin="pyspark-client==4.0.*"
 
 # The tests that exercise what differs on Spark 4.0: createDataFrame (every listing), observed
 # metrics (update() + state, create_checkpoint), CDF, history. The conformance tests run whole.
+# Left out for time: the polling loop without checkpoints, and the longest CDF stream test.
 subset=(
     tests/conformance
     tests/integration/test_server.py
     tests/integration/test_snapshot.py::test_update_builds_on_the_previous_state
-    "tests/integration/test_snapshot.py::test_a_polling_loop_over_a_delta_rs_table_matches_delta_rs"
+    "tests/integration/test_snapshot.py::test_a_polling_loop_over_a_delta_rs_table_matches_delta_rs[True]"
     tests/integration/test_snapshot.py::test_update_after_a_longer_transaction_retention_keeps_the_transaction
     tests/integration/test_checkpoint.py::test_a_single_file_checkpoint_observes_the_state_it_writes
     tests/integration/test_checkpoint.py::test_without_observed_metrics_the_state_query_counts_the_checkpoint
@@ -131,7 +132,9 @@ for client in "$thin41" "$thin40"; do
     basetemp="$(mktemp -d -t delta-connect-spark40-tests.XXXXXX)"
     SPARK_REMOTE="sc://127.0.0.1:$port" PYTHONPATH="$root" \
         "$client/bin/pytest" -p no:cacheprovider --basetemp "$basetemp" --durations=25 \
-        -m "integration and not embedded and not delta_spark" "${subset[@]}" "$@" || status=1
+        -m "integration and not embedded and not delta_spark" "${subset[@]}" \
+        --deselect tests/integration/test_cdf.py::test_stream_batches_concatenate_to_load_cdf_and_resume_exactly \
+        "$@" || status=1
     rm -rf "$basetemp"
 done
 phase "done (status $status)"

@@ -6,6 +6,7 @@ sessions share one Python daemon.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -93,6 +94,11 @@ def test_embedded_server_sessions_share_one_python_daemon(spark_remote: str) -> 
     finally:
         for session in sessions:
             session.stop()
+        # Finalize them now: a Connect SparkSession's __del__ closes its client, which shuts
+        # down the release thread pool all clients share; run by the garbage collector inside
+        # that pool's submit (a later test's query), it deadlocks (SPARK-55362, SPARK-55406).
+        del sessions, session
+        gc.collect()
     assert len(daemons) == 1, f"one Python daemon per session: {sorted(daemons)}"
 
 
