@@ -7,11 +7,12 @@
 #                standalone cluster (2 workers)
 #   make lint    ruff check, ruff format --check, mypy
 #   make test-container  the image (Docker installed if missing) and a test subset against it
+#   make test-spark40  conformance + a subset against a pip Spark 4.0 server, 4.1 and 4.0 clients
 #
 # Environments (created on first use, reinstalled when pyproject.toml changes):
 #   .venv         pip install -e '.[local,test,dev]'  full pyspark + Java: runs the server
 #   .venv-worker  pyarrow + pandas only              the server's Python workers
-#   .venv-thin    pip install -e '.[test]'           thin pyspark-client only, no jars
+#   .venv-thin    pip install -e '.[client,test]'    thin pyspark-client only, no jars
 #   .delta-jars   server/fetch-delta-jars.sh (mvn)   delta-spark jars for the oracle server
 #   .s3a-jars     server/fetch-s3a-jars.sh (mvn)     hadoop-aws + AWS SDK for the s3a server
 #   .venv-moto    server/moto-requirements.txt       moto's S3 server for the object-store tests
@@ -29,9 +30,9 @@ DEMO_TABLE ?= examples/sample_table
 PYTEST_ARGS ?=
 PIP := pip install --quiet --disable-pip-version-check
 
-# pyspark-client (a dependency) and full pyspark (the [local] extra) install into the same
-# pyspark/ folder; whichever pip installs last wins. Reinstall full pyspark over it so the
-# Python files match the jars.
+# pyspark-client (the [client] extra, or an earlier install) and full pyspark (the [local]
+# extra) install into the same pyspark/ folder; whichever pip installs last wins. Reinstall full
+# pyspark over it so the Python files match the jars.
 define fix_pyspark_overlay
 $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspark.__version__ != m.version("pyspark"))' \
 	|| $(1)/bin/$(PIP) --no-deps --force-reinstall \
@@ -39,11 +40,11 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	test-retries test-cluster test-object-store delta-jars s3a-jars moto-venv lint server \
-	test-container image compose-config compose-up compose-down clean-venvs
+	test-retries test-cluster test-object-store test-spark40 delta-jars s3a-jars moto-venv lint \
+	server test-container image compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,17p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,18p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -74,7 +75,7 @@ moto-venv: $(MOTO)/.installed
 
 $(THIN)/.installed: pyproject.toml
 	test -x $(THIN)/bin/python || $(PYTHON) -m venv $(THIN)
-	$(THIN)/bin/$(PIP) -e '.[test]'
+	$(THIN)/bin/$(PIP) -e '.[client,test]'
 	$(THIN)/bin/python -c "import pyspark, pathlib; \
 		assert not (pathlib.Path(pyspark.__file__).parent / 'jars').exists(), 'full pyspark in $(THIN)'"
 	touch $@
@@ -127,7 +128,7 @@ test-delta-spark: $(VENV)/.installed-dev $(WORKER)/.installed delta-jars
 		$(VENV)/bin/pytest -m delta_spark tests/integration/delta_spark $(PYTEST_ARGS) \
 		|| test $$? -eq 5
 
-# (e) Spark's task retries without a cluster: the worker-side error tests on a local server with
+# (f) Spark's task retries without a cluster: the worker-side error tests on a local server with
 # spark.master=local[*,4] (a failed task runs up to 4 times, as on a cluster; local[*] never
 # retries). The user must still get the Delta error class, and retried side effects must agree.
 test-retries: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
@@ -136,7 +137,7 @@ test-retries: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 		server/with-local-server.sh \
 		$(THIN)/bin/pytest -m "worker_errors and not embedded and not delta_spark" tests $(PYTEST_ARGS)
 
-# (f) a Spark standalone cluster (a master, 2 workers of 1 core, executors in their own JVMs and
+# (g) a Spark standalone cluster (a master, 2 workers of 1 core, executors in their own JVMs and
 # Python workers) with the Connect server on it: the named subset (marker cluster) and the
 # worker-side error tests.
 test-cluster: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
@@ -144,6 +145,12 @@ test-cluster: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 		server/with-cluster.sh \
 		$(THIN)/bin/pytest -m "(cluster or worker_errors) and not embedded and not delta_spark" \
 		tests $(PYTEST_ARGS)
+
+# (h) a stock Spark 4.0 Connect server (pip pyspark 4.0 in .venv-spark40), from the 4.1 thin
+# client and from a 4.0 thin client (.venv-thin40, also checking pip left its pyspark-client
+# alone); server/spark40-ci.sh builds and caches both venvs.
+test-spark40: $(WORKER)/.installed $(THIN)/.installed
+	server/spark40-ci.sh $(PYTEST_ARGS)
 
 delta-jars:
 	server/fetch-delta-jars.sh
@@ -159,7 +166,7 @@ test-object-store: $(VENV)/.installed-dev $(WORKER)/.installed $(MOTO)/.installe
 s3a-jars:
 	server/fetch-s3a-jars.sh >/dev/null
 
-# (f) the container (as root on Debian: docker.io, dockerd and the Python base made when
+# (i) the container (as root on Debian: docker.io, dockerd and the Python base made when
 # missing; no registry needed): a named subset of the integration tests from the thin client
 # against server/Dockerfile's image, the data directory mounted at the same path.
 test-container: $(THIN)/.installed

@@ -8,12 +8,19 @@ nothing of ours installed on the server.
     spark = connect()                       # SPARK_REMOTE, or the embedded local server
     snap = DeltaTable.for_path(spark, "/data/events").snapshot()
     snap.version, snap.state.num_of_files
+
+It needs a pyspark 4.0+ Spark Connect client, which it does not install by default (so a
+platform's own pyspark is never replaced): ``pip install 'delta-connect-py[client]'``.
 """
 
-from delta_connect_py.errors import DeltaError
-from delta_connect_py.session import connect
-from delta_connect_py.snapshot import Snapshot
-from delta_connect_py.table import DeltaTable
+from delta_connect_py.pyspark_client import require_connect_client
+
+require_connect_client()  # before any module below imports pyspark
+
+from delta_connect_py.errors import DeltaError  # noqa: E402
+from delta_connect_py.session import connect  # noqa: E402
+from delta_connect_py.snapshot import Snapshot  # noqa: E402
+from delta_connect_py.table import DeltaTable  # noqa: E402
 
 __all__ = ["DeltaError", "DeltaTable", "Snapshot", "connect"]
 __version__ = "0.1.0"

@@ -216,6 +216,17 @@ class PythonVersionMismatchError(DeltaError):
     )
 
 
+class UnsupportedServerVersionError(DeltaError):
+    error_class = "DELTA_CONNECT_UNSUPPORTED_SERVER_VERSION"
+    template = (
+        "The Spark Connect server runs Spark {server_version}; delta_connect_py supports "
+        "{supported} (this client has pyspark {client_version}). A 4.x client cannot run its "
+        "worker code on an older server (the server unpickles it with an older cloudpickle) "
+        "and needs Connect commands older servers lack (localCheckpoint): connect to a Spark "
+        "4.0 or 4.1 Spark Connect server."
+    )
+
+
 class CheckpointNonExistTableError(DeltaError):
     error_class = "DELTA_CHECKPOINT_NON_EXIST_TABLE"
     template = (

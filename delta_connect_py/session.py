@@ -3,10 +3,14 @@
 Responsibility: :func:`connect` returns a Spark Connect session (an explicit ``remote``, else
 ``SPARK_REMOTE``, else the embedded default server), and :func:`prepare_session` makes any
 Connect session ready for our plans: our worker code is shipped by value (the server never
-imports delta_connect_py) and the server's Python version is checked against ours once.
+imports delta_connect_py), and once per session the server's Spark version is read and its
+Python version checked against ours.
 
-Invariants: shipping by value is registered before any of our functions is pickled; a
-client/server Python minor-version mismatch raises
+Invariants: shipping by value is registered before any of our functions is pickled; a server
+older than Spark 4.0 raises :class:`~delta_connect_py.errors.UnsupportedServerVersionError`
+before any of our code runs on it; a server older than the client's Spark line gets the
+settings that client reads but the server does not define (``settings_for_server``) before any
+``createDataFrame``; a client/server Python minor-version mismatch raises
 :class:`~delta_connect_py.errors.PythonVersionMismatchError` naming both versions; a session
 ``connect`` created is released on the server when this process exits (sessions the caller made
 are the caller's), never delaying exit by more than ``RELEASE_TIMEOUT_SECONDS``.
@@ -24,9 +28,15 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
+from pyspark import __version__ as CLIENT_PYSPARK
 
 import delta_connect_py
-from delta_connect_py.errors import PythonVersionMismatchError, ServerEnvironmentError
+from delta_connect_py.errors import (
+    PythonVersionMismatchError,
+    ServerEnvironmentError,
+    UnsupportedServerVersionError,
+)
+from delta_connect_py.pyspark_client import spark_line
 from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
@@ -39,6 +49,19 @@ _prepared_sessions: set[str] = set()
 _sessions: dict[str, SparkSession] = {}
 
 CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+#: The oldest Spark line whose Connect server runs our plans, and what we say is supported.
+OLDEST_SERVER = (4, 0)
+SUPPORTED_SERVERS = "Spark Connect servers of Spark 4.0 and 4.1"
+#: Settings a pyspark 4.1 client reads on every ``createDataFrame`` of local data, which Spark
+#: 4.0 does not define (``SQL_CONF_NOT_FOUND``); set to Spark 4.1's defaults. A 4.0 server
+#: accepts unknown ``spark.sql.*`` keys. They only size the chunks of a local relation above
+#: ``spark.sql.session.localRelationCacheThreshold`` (64 MiB), which a 4.0 server could not
+#: read either; ours are listings and small descriptor tables.
+LOCAL_RELATION_CHUNK_CONF = {
+    "spark.sql.session.localRelationChunkSizeRows": "10000",
+    "spark.sql.session.localRelationChunkSizeBytes": str(16 << 20),
+    "spark.sql.session.localRelationBatchOfChunksSizeBytes": str(1 << 30),
+}
 #: How long process exit waits for the server to release a session (an unreachable server
 #: would otherwise be retried for minutes).
 RELEASE_TIMEOUT_SECONDS = 5.0
@@ -109,12 +132,20 @@ def session_key(spark: SparkSession) -> str:
 
 
 def prepare_session(spark: SparkSession) -> None:
-    """Ship our code by value and check the server's worker Python once per session."""
+    """Ship our code by value, check the server's Spark version (applying the settings an
+    older server needs for this client) and its worker Python, once per session."""
     register_worker_code()
     session_id = session_key(spark)
     if session_id in _prepared_sessions:
         return
     try:
+        # An analysis request, no job: read before the probe, which a Spark 3.5 server's worker
+        # fails to unpickle (a raw traceback instead of the versions).
+        settings = settings_for_server(spark.version, CLIENT_PYSPARK)
+        if settings:
+            from delta_connect_py.plans.spark import set_conf
+
+            set_conf(spark, settings)
         probe = spark.range(0, 1, 1, 1)  # one partition: one probe row
         rows = probe.mapInArrow(in_worker(_worker_python_version), "python string").collect()
     except Exception as exc:
@@ -123,6 +154,27 @@ def prepare_session(spark: SparkSession) -> None:
     if server_python != CLIENT_PYTHON:
         raise PythonVersionMismatchError(server_version=server_python, client_version=CLIENT_PYTHON)
     _prepared_sessions.add(session_id)
+
+
+def settings_for_server(server_version: str, client_version: str) -> dict[str, str]:
+    """The session settings a Spark Connect server of ``server_version`` needs for a pyspark
+    ``client_version`` client.
+
+    Raises ``DELTA_CONNECT_UNSUPPORTED_SERVER_VERSION`` for a server older than Spark 4.0. A
+    version string we cannot read is let through with no settings: the server decides.
+    """
+    server, client = spark_line(server_version), spark_line(client_version)
+    if server is None:
+        return {}
+    if server < OLDEST_SERVER:
+        raise UnsupportedServerVersionError(
+            server_version=server_version,
+            client_version=client_version,
+            supported=SUPPORTED_SERVERS,
+        )
+    if server < (4, 1) and client is not None and client >= (4, 1):
+        return dict(LOCAL_RELATION_CHUNK_CONF)
+    return {}
 
 
 def translate_server_error(exc: BaseException) -> Exception:

@@ -84,7 +84,7 @@ def session_conf(
     hints = hints or {}
     previous = _conf_values(spark, [*settings, *hints])
     try:
-        _set_conf(spark, settings)
+        set_conf(spark, settings)
     except Exception:
         # Which settings of the batch the server applied before refusing one is unknown.
         for key in settings:
@@ -101,19 +101,19 @@ def session_conf(
 def _set_hints(spark: SparkSession, hints: dict[str, str]) -> list[str]:
     """Apply the ``hints`` the server accepts; return their keys."""
     try:
-        _set_conf(spark, hints)
+        set_conf(spark, hints)
         return list(hints)
     except PySparkException:
         accepted = []
         for key, value in hints.items():
             with suppress(PySparkException):
-                _set_conf(spark, {key: value})
+                set_conf(spark, {key: value})
                 accepted.append(key)
         return accepted
 
 
 def _restore_conf(spark: SparkSession, previous: dict[str, str | None]) -> None:
-    _set_conf(spark, {key: old for key, old in previous.items() if old is not None})
+    set_conf(spark, {key: old for key, old in previous.items() if old is not None})
     _unset_conf(spark, [key for key, old in previous.items() if old is None])
 
 
@@ -125,7 +125,8 @@ def _conf_values(spark: SparkSession, keys: list[str]) -> dict[str, str | None]:
     return dict(_config(spark, operation).pairs)
 
 
-def _set_conf(spark: SparkSession, values: dict[str, str]) -> None:
+def set_conf(spark: SparkSession, values: dict[str, str]) -> None:
+    """Set ``values`` in the session, in one request."""
     if values:
         pairs = [proto.KeyValue(key=key, value=value) for key, value in values.items()]
         _config(spark, proto.ConfigRequest.Operation(set=proto.ConfigRequest.Set(pairs=pairs)))

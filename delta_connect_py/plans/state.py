@@ -22,14 +22,18 @@ them all; a checkpoint's untouched rows are file actions only). The protocol and
 the last of those collected (``collect_list``, deterministic as observed metrics must be, where
 ``last`` is not): the order is not defined, and that is safe only because replay leaves exactly
 one protocol and one metaData row; a state without either raises ``DELTA_STATE_RECOVER_ERROR``
-with delta-spark's text. ``BaseSums`` count tombstones under one retention horizon, and say for
-which later horizons the count still holds (``holds_at``). An ``ObservedLayer`` holds the same
-aggregations as the query, over one replay's rows, under the retention of the snapshot that
-replayed them.
+with delta-spark's text. Observed metrics (``layer_aggregations``, ``state_aggregations``) are
+numbers and strings only, the collected actions as JSON text: a Spark 4.0 server cannot send an
+array or struct as an observed metric, and a 4.0 client cannot read the typed ones a 4.1 server
+sends. They are parsed into the same plain values as the query's collected rows. ``BaseSums``
+count tombstones under one retention horizon, and say for which later horizons the count still
+holds (``holds_at``). An ``ObservedLayer`` holds the same aggregations as the query, over one
+replay's rows, under the retention of the snapshot that replayed them.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -165,19 +169,41 @@ def _file_aggregations() -> list[Any]:
     ]
 
 
-def _non_file_aggregations(kept: Callable[[str], Column] = F.col) -> list[Column]:
+def _non_file_aggregations(
+    kept: Callable[[str], Column] = F.col, as_text: bool = False
+) -> list[Column]:
     """The non-file part of computedState over state rows; ``kept`` names a column, null where
-    the row is not retained (the query's rows are retained already)."""
+    the row is not retained (the query's rows are retained already). ``as_text`` gives the
+    collected actions as JSON text (``_COLLECTED``), for observed metrics."""
+
+    def collected(aggregation: Column) -> Column:
+        # Null fields written as null, not left out: the parsed dicts have every field.
+        return F.to_json(aggregation, {"ignoreNullFields": "false"}) if as_text else aggregation
+
     return [
         F.count("metaData.id").alias("numOfMetadata"),
         F.count("protocol.minReaderVersion").alias("numOfProtocol"),
         F.count(kept("txn.appId")).alias("numOfSetTransactions"),
         F.count("domainMetadata.domain").alias("numOfDomainMetadata"),
-        F.collect_set(kept("txn")).alias("setTransactions"),
-        F.collect_set("domainMetadata").alias("domainMetadata"),
-        F.collect_list("metaData").alias("metadata"),
-        F.collect_list("protocol").alias("protocol"),
+        collected(F.collect_set(kept("txn"))).alias("setTransactions"),
+        collected(F.collect_set("domainMetadata")).alias("domainMetadata"),
+        collected(F.collect_list("metaData")).alias("metadata"),
+        collected(F.collect_list("protocol")).alias("protocol"),
     ]
+
+
+#: The non-file aggregations that collect actions (the others are counts).
+_COLLECTED = ("setTransactions", "domainMetadata", "metadata", "protocol")
+
+
+def _collected_rows(values: Any) -> dict[str, list[dict[str, Any]]]:
+    """The collected actions of a queried row, as plain dicts."""
+    return {name: [row.asDict(recursive=True) for row in values[name]] for name in _COLLECTED}
+
+
+def _collected_text(values: Any) -> dict[str, list[dict[str, Any]]]:
+    """The collected actions of observed metrics (JSON text), as the same plain dicts."""
+    return {name: json.loads(values[name]) for name in _COLLECTED}
 
 
 def compute_state(
@@ -205,7 +231,7 @@ def compute_state(
         return None
     base_sums = _sums(row, _BASE_NAMES, tombstone_horizon, row["oldestTombstone"])
     totals = _sums(row, _TOTAL_NAMES, tombstone_horizon, None)
-    return ComputedState(_state(totals, row, version), base_sums)
+    return ComputedState(_state(totals, row, _collected_rows(row), version), base_sums)
 
 
 _TOTAL_NAMES = ("sizeInBytes", "numOfFiles", "numOfRemoves")
@@ -228,30 +254,27 @@ class ObservedLayer:
 
     sums: BaseSums
     keys_not_plain: bool
-    non_file: dict[str, Any]
+    counts: dict[str, int]
+    collected: dict[str, list[dict[str, Any]]]
 
     @staticmethod
     def from_metrics(metrics: dict[str, Any], tombstone_horizon: int | None) -> ObservedLayer:
         sums = _sums(metrics, _TOTAL_NAMES, tombstone_horizon, metrics["oldestTombstone"])
-        non_file = {name: metrics[name] for name in _NON_FILE_METRICS}
-        return ObservedLayer(sums, bool(metrics["keysNotPlain"]), non_file)
+        counts = {name: metrics[name] for name in _NON_FILE_COUNTS}
+        return ObservedLayer(sums, bool(metrics["keysNotPlain"]), counts, _collected_text(metrics))
 
     def state(self, base: BaseSums, counted: bool, version: int) -> State:
         """The state whose newest replay this is, its other rows counted by ``base``; with
         ``counted``, this replay's file actions are in ``base`` already (it was folded)."""
         totals = base if counted else base.plus(self.sums)
-        return _state(totals, self.non_file, version)
+        return _state(totals, self.counts, self.collected, version)
 
 
-_NON_FILE_METRICS = (
+_NON_FILE_COUNTS = (
     "numOfMetadata",
     "numOfProtocol",
     "numOfSetTransactions",
     "numOfDomainMetadata",
-    "setTransactions",
-    "domainMetadata",
-    "metadata",
-    "protocol",
 )
 
 
@@ -271,7 +294,7 @@ def layer_aggregations(row_retained: Column, key_not_plain: Column) -> list[Colu
         # Only a tombstone or a txn is ever not retained.
         F.min(_counted_deletion_time(row_retained)).alias("oldestTombstone"),
         F.coalesce(F.max(key_not_plain), F.lit(False)).alias("keysNotPlain"),
-        *_non_file_aggregations(kept),
+        *_non_file_aggregations(kept, as_text=True),
     ]
 
 
@@ -284,31 +307,30 @@ def state_aggregations() -> list[Column]:
 def observed_state(metrics: dict[str, Any], version: int) -> State:
     """The state whose rows ``state_aggregations`` observed (``DELTA_STATE_RECOVER_ERROR``
     without a protocol or metadata)."""
-    return _state(_sums(metrics, _TOTAL_NAMES, None, None), metrics, version)
+    totals = _sums(metrics, _TOTAL_NAMES, None, None)
+    return _state(totals, metrics, _collected_text(metrics), version)
 
 
-def _state(totals: BaseSums, non_file: Any, version: int) -> State:
-    """The state of file sums ``totals`` and the non-file aggregations ``non_file`` (by the
-    names of ``_non_file_aggregations``); ``DELTA_STATE_RECOVER_ERROR`` without a protocol or
-    metadata."""
-    if not non_file["protocol"]:
+def _state(
+    totals: BaseSums, counts: Any, collected: dict[str, list[dict[str, Any]]], version: int
+) -> State:
+    """The state of file sums ``totals``, the non-file counts ``counts`` and the collected
+    actions ``collected`` (by the names of ``_non_file_aggregations``);
+    ``DELTA_STATE_RECOVER_ERROR`` without a protocol or metadata."""
+    if not collected["protocol"]:
         raise StateRecoverError(operation="protocol", version=version)
-    if not non_file["metadata"]:
+    if not collected["metadata"]:
         raise StateRecoverError(operation="metadata", version=version)
     return State(
         size_in_bytes=totals.size_in_bytes,
         num_of_files=totals.num_of_files,
         num_of_removes=totals.num_of_removes,
-        num_of_metadata=non_file["numOfMetadata"],
-        num_of_protocol=non_file["numOfProtocol"],
-        num_of_set_transactions=non_file["numOfSetTransactions"],
-        num_of_domain_metadata=non_file["numOfDomainMetadata"],
-        set_transactions=tuple(
-            sorted((txn.asDict() for txn in non_file["setTransactions"]), key=lambda t: t["appId"])
-        ),
-        domain_metadata=tuple(
-            sorted((dm.asDict() for dm in non_file["domainMetadata"]), key=lambda d: d["domain"])
-        ),
-        metadata=Metadata.from_action(non_file["metadata"][-1].asDict(recursive=True)),
-        protocol=Protocol.from_action(non_file["protocol"][-1].asDict(recursive=True)),
+        num_of_metadata=counts["numOfMetadata"],
+        num_of_protocol=counts["numOfProtocol"],
+        num_of_set_transactions=counts["numOfSetTransactions"],
+        num_of_domain_metadata=counts["numOfDomainMetadata"],
+        set_transactions=tuple(sorted(collected["setTransactions"], key=lambda t: t["appId"])),
+        domain_metadata=tuple(sorted(collected["domainMetadata"], key=lambda d: d["domain"])),
+        metadata=Metadata.from_action(collected["metadata"][-1]),
+        protocol=Protocol.from_action(collected["protocol"][-1]),
     )

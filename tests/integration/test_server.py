@@ -6,6 +6,7 @@ sessions share one Python daemon.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -20,7 +21,13 @@ import pyarrow as pa
 import pytest
 from pyspark import cloudpickle
 
-from delta_connect_py.session import CLIENT_PYTHON, _worker_python_version
+from delta_connect_py.pyspark_client import spark_line
+from delta_connect_py.session import (
+    CLIENT_PYSPARK,
+    CLIENT_PYTHON,
+    LOCAL_RELATION_CHUNK_CONF,
+    _worker_python_version,
+)
 
 # Functions defined here run on the server's workers, which cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
@@ -46,6 +53,18 @@ def _probe_worker(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
 def test_package_worker_code_runs_by_value(spark: Any) -> None:
     rows = spark.range(1, numPartitions=1).mapInArrow(_worker_python_version, "python string")
     assert [row["python"] for row in rows.collect()] == [CLIENT_PYTHON]
+
+
+def test_local_data_reaches_the_server_whatever_its_spark_version(spark: Any) -> None:
+    """``createDataFrame`` of local rows (every listing sends one) works on the server under
+    test: a pyspark 4.1 client reads settings a Spark 4.0 server does not define, which
+    ``prepare_session`` sets (4.1's defaults) for such a pair."""
+    frame = spark.createDataFrame([(2, "b"), (1, "a")], "id long, name string")
+    assert [tuple(row) for row in frame.orderBy("id").collect()] == [(1, "a"), (2, "b")]
+    if (spark_line(CLIENT_PYSPARK) or (0, 0)) >= (4, 1):
+        # Defined by a 4.1 server, set by prepare_session on an older one: readable either way.
+        for key in LOCAL_RELATION_CHUNK_CONF:
+            assert int(spark.conf.get(key)) > 0
 
 
 def _worker_daemon_pid(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -75,6 +94,11 @@ def test_embedded_server_sessions_share_one_python_daemon(spark_remote: str) -> 
     finally:
         for session in sessions:
             session.stop()
+        # Finalize them now: a Connect SparkSession's __del__ closes its client, which shuts
+        # down the release thread pool all clients share; run by the garbage collector inside
+        # that pool's submit (a later test's query), it deadlocks (SPARK-55362, SPARK-55406).
+        del sessions, session
+        gc.collect()
     assert len(daemons) == 1, f"one Python daemon per session: {sorted(daemons)}"
 
 
