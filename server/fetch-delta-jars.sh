@@ -73,39 +73,11 @@ missing() {  # the coordinates among "$@" whose jar is not in DEST yet
     done
 }
 
-# mvn needs a project: a throw-away pom in a scratch dir listing the artifacts to copy.
-scratch="$(mktemp -d)"
-trap 'rm -rf "$scratch"' EXIT
+# shellcheck source=server/maven-copy.sh
+source "$root/server/maven-copy.sh"
 
 copy() {  # copy COORDINATE... -> 0 if every jar is in DEST afterwards
-    local coordinate items="" group artifact version_
-    for coordinate in "$@"; do
-        IFS=: read -r group artifact version_ <<<"$coordinate"
-        items+="<artifactItem><groupId>$group</groupId><artifactId>$artifact</artifactId>"
-        items+="<version>$version_</version><type>jar</type></artifactItem>"
-    done
-    cat >"$scratch/pom.xml" <<EOF
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>local</groupId><artifactId>fetch-delta-jars</artifactId><version>0</version>
-  <packaging>pom</packaging>
-  <build><plugins><plugin>
-    <groupId>org.apache.maven.plugins</groupId><artifactId>maven-dependency-plugin</artifactId>
-    <version>2.8</version>
-    <configuration>
-      <artifactItems>$items</artifactItems>
-      <outputDirectory>$dest</outputDirectory>
-      <overWriteReleases>false</overWriteReleases>
-    </configuration>
-  </plugin></plugins></build>
-</project>
-EOF
-    local cmd=(mvn -q -B -U dependency:copy)
-    if ! (cd "$scratch" && "${cmd[@]}") >"$scratch/mvn.log" 2>&1; then
-        echo "fetch-delta-jars.sh: failed: (cd $scratch && ${cmd[*]}) for: $*" >&2
-        grep -E "ERROR" "$scratch/mvn.log" | head -5 >&2 || true
-        return 1
-    fi
+    maven_copy jar "$dest" "$@" || return 1
     [[ -z "$(missing "$@")" ]]
 }
 

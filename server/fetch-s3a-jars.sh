@@ -48,39 +48,11 @@ if [[ -f "$dest/VERSION" ]]; then
     rm -f "$dest"/*.jar "$dest"/*.pom "$dest/VERSION"
 fi
 
-scratch="$(mktemp -d)"
-trap 'rm -rf "$scratch"' EXIT
+# shellcheck source=server/maven-copy.sh
+source "$root/server/maven-copy.sh"
 
-copy() {  # copy TYPE GROUP:ARTIFACT:VERSION... into DEST
-    local type="$1" coordinate items="" group artifact version_
-    shift
-    for coordinate in "$@"; do
-        IFS=: read -r group artifact version_ <<<"$coordinate"
-        items+="<artifactItem><groupId>$group</groupId><artifactId>$artifact</artifactId>"
-        items+="<version>$version_</version><type>$type</type></artifactItem>"
-    done
-    cat >"$scratch/pom.xml" <<POM
-<project xmlns="http://maven.apache.org/POM/4.0.0">
-  <modelVersion>4.0.0</modelVersion>
-  <groupId>local</groupId><artifactId>fetch-s3a-jars</artifactId><version>0</version>
-  <packaging>pom</packaging>
-  <build><plugins><plugin>
-    <groupId>org.apache.maven.plugins</groupId><artifactId>maven-dependency-plugin</artifactId>
-    <version>2.8</version>
-    <configuration>
-      <artifactItems>$items</artifactItems>
-      <outputDirectory>$dest</outputDirectory>
-      <overWriteReleases>false</overWriteReleases>
-    </configuration>
-  </plugin></plugins></build>
-</project>
-POM
-    local cmd=(mvn -q -B dependency:copy)
-    if ! (cd "$scratch" && "${cmd[@]}") >"$scratch/mvn.log" 2>&1; then
-        echo "fetch-s3a-jars.sh: failed: (cd $scratch && ${cmd[*]}) for: $*" >&2
-        grep -E "ERROR" "$scratch/mvn.log" | head -5 >&2 || true
-        exit 1
-    fi
+copy() {  # copy TYPE GROUP:ARTIFACT:VERSION... into DEST, or exit
+    maven_copy "$1" "$dest" "${@:2}" || exit 1
 }
 
 # The versions hadoop-aws was built against, from its parent pom's properties.
