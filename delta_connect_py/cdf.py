@@ -920,7 +920,19 @@ def stream_cdf(
         raise arguments.invalid_type(function, "poll_seconds", poll_seconds, "seconds, a number")
     if poll_seconds < 0:
         raise arguments.invalid_value(function, "poll_seconds", poll_seconds, "seconds >= 0")
-    limits = AdmissionLimits.of(max_files_per_trigger, max_bytes_per_trigger)
+    bytes_expected = "None, a positive number of bytes or a size such as '512m' or '10g'"
+    if isinstance(max_bytes_per_trigger, bool) or not isinstance(
+        max_bytes_per_trigger, (int, str, type(None))
+    ):
+        raise arguments.invalid_type(
+            function, "max_bytes_per_trigger", max_bytes_per_trigger, bytes_expected
+        )
+    try:
+        limits = AdmissionLimits.of(max_files_per_trigger, max_bytes_per_trigger)
+    except ValueError:
+        raise arguments.invalid_value(
+            function, "max_bytes_per_trigger", max_bytes_per_trigger, bytes_expected
+        ) from None
     return _batches(table, starting_version, offset, limits, poll_seconds, stop_when_caught_up)
 
 

@@ -243,6 +243,9 @@ def test_load_cdf_version_and_timestamp_not_both() -> None:
         ({"max_files_per_trigger": 1.5}, "max_files_per_trigger"),
         ({"poll_seconds": "1"}, "poll_seconds"),
         ({"poll_seconds": -1}, "poll_seconds"),
+        ({"max_bytes_per_trigger": "lots"}, "max_bytes_per_trigger"),
+        ({"max_bytes_per_trigger": 0}, "max_bytes_per_trigger"),
+        ({"max_bytes_per_trigger": 1.5}, "max_bytes_per_trigger"),
     ],
 )
 def test_stream_cdf_arguments_are_checked_when_called(
