@@ -11,7 +11,11 @@ from typing import Any
 import pytest
 
 from delta_connect_py import DeltaTable
-from delta_connect_py.errors import InvalidArgumentError, InvalidArgumentTypeError
+from delta_connect_py.errors import (
+    InvalidArgumentError,
+    InvalidArgumentTypeError,
+    VersionNotFoundError,
+)
 from delta_connect_py.protocol.filenames import checkpoint_name, commit_name
 
 TABLE = "dat/basic_append/delta"  # versions 0 and 1
@@ -23,6 +27,9 @@ def test_bad_arguments_on_a_real_table(spark: Any, conformance_table: Any) -> No
         table.snapshot(1.5)  # type: ignore[arg-type]
     with pytest.raises(InvalidArgumentTypeError, match=r"version='1'"):
         table.snapshot("1")  # type: ignore[arg-type]
+    # A negative version is an int: left to delta-spark's error, which lists the versions.
+    with pytest.raises(VersionNotFoundError, match=r"version -1\. Available versions: \[0, 1\]"):
+        table.snapshot(-1)
     snapshot = table.snapshot(1)
     with pytest.raises(InvalidArgumentTypeError, match="filter=\"letter = 'a'\" \\(str\\)"):
         snapshot.to_df(filter="letter = 'a'")
