@@ -72,6 +72,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from delta_connect_py import arguments
 from delta_connect_py.data import (
     data_file_location,
     file_key,
@@ -639,12 +640,8 @@ def _resolve_range(
     allow_out_of_range: bool,
 ) -> _Range:
     """Versions from the options (timestamps: first commit at/after start, last at/before end)."""
-    start_version, start_ts = starting
+    start_version, start_ts = starting  # checked by ``load_cdf``: at most one of each pair
     end_version, end_ts = ending
-    if start_version is not None and start_ts is not None:
-        raise ValueError("give either starting_version or starting_timestamp, not both")
-    if end_version is not None and end_ts is not None:
-        raise ValueError("give either ending_version or ending_timestamp, not both")
     if start_version is None and start_ts is None:
         # delta-spark's batch reader has no default start (readChangeFeed without one fails).
         raise NoStartForCdcReadError(path=table.table_root)
@@ -688,6 +685,19 @@ def load_cdf(
     range's file actions; the latest P&M when ``end`` is before it); the returned DataFrame reads
     the data files lazily.
     """
+    function = "load_cdf"
+    starting_version, starting_timestamp = arguments.version_or_timestamp(
+        function,
+        arguments.cdf_version(function, starting_version, "starting_version"),
+        starting_timestamp,
+        ("starting_version", "starting_timestamp"),
+    )
+    ending_version, ending_timestamp = arguments.version_or_timestamp(
+        function,
+        arguments.cdf_version(function, ending_version, "ending_version"),
+        ending_timestamp,
+        ("ending_version", "ending_timestamp"),
+    )
     listing = table.list_log()
     latest = table.log_segment(None, listing).version
     window = _resolve_range(
@@ -893,11 +903,51 @@ def stream_cdf(
     partitioning or ``delta.*`` configuration ends the batch before it (the batch's offset then
     has index ``METADATA_CHANGE_INDEX``, serialized with sourceVersion 3), and the following
     batches have the new schema.
+
+    The arguments are checked when this is called, before any Spark job
+    (``DELTA_CONNECT_INVALID_ARGUMENT``); the jobs run as the batches are iterated.
     """
+    function = "stream_cdf"
+    starting_version = arguments.cdf_version(function, starting_version, "starting_version")
+    if offset is not None and not isinstance(offset, (str, DeltaSourceOffset)):
+        raise arguments.invalid_type(
+            function, "offset", offset, "None, an offset yielded by stream_cdf or its to_json()"
+        )
+    max_files_per_trigger = arguments.optional_integer(
+        function, "max_files_per_trigger", max_files_per_trigger, minimum=1, what="files per batch"
+    )
+    if isinstance(poll_seconds, bool) or not isinstance(poll_seconds, (int, float)):
+        raise arguments.invalid_type(function, "poll_seconds", poll_seconds, "seconds, a number")
+    if poll_seconds < 0:
+        raise arguments.invalid_value(function, "poll_seconds", poll_seconds, "seconds >= 0")
+    bytes_expected = "None, a positive number of bytes or a size such as '512m' or '10g'"
+    if isinstance(max_bytes_per_trigger, bool) or not isinstance(
+        max_bytes_per_trigger, (int, str, type(None))
+    ):
+        raise arguments.invalid_type(
+            function, "max_bytes_per_trigger", max_bytes_per_trigger, bytes_expected
+        )
+    try:
+        limits = AdmissionLimits.of(max_files_per_trigger, max_bytes_per_trigger)
+    except ValueError:
+        raise arguments.invalid_value(
+            function, "max_bytes_per_trigger", max_bytes_per_trigger, bytes_expected
+        ) from None
+    return _batches(table, starting_version, offset, limits, poll_seconds, stop_when_caught_up)
+
+
+def _batches(
+    table: DeltaTable,
+    starting_version: int | None,
+    offset: DeltaSourceOffset | str | None,
+    limits: AdmissionLimits,
+    poll_seconds: float,
+    stop_when_caught_up: bool,
+) -> Iterator[tuple[DeltaSourceOffset, DataFrame]]:
+    """``stream_cdf``'s batches, its arguments checked."""
     previous = _starting_offset(table, starting_version, offset)
     known: dict[int, Metadata] = {}
     while True:
-        limits = AdmissionLimits.of(max_files_per_trigger, max_bytes_per_trigger)
         changes = _file_changes(
             table,
             previous.reservoir_version,

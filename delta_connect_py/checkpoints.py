@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.connect.functions as F
 
+from delta_connect_py import arguments
 from delta_connect_py.checkpoint_stats import (
     partition_values_parsed,
     stats_parsed,
@@ -132,6 +133,10 @@ WRITE_OPTIONS = {"parquet.size.statistics.enabled": "false"}
 SERIAL_PARSE_BYTES = 16 << 20
 
 
+#: How many of a checkpoint's files ``repr(CheckpointResult)`` names.
+SHOWN_FILES = 3
+
+
 @dataclass(frozen=True)
 class CheckpointResult:
     """What :func:`create_checkpoint` published."""
@@ -146,6 +151,18 @@ class CheckpointResult:
     num_of_add_files: int
     #: The ``_last_checkpoint`` text written; None when a newer hint was kept.
     last_checkpoint: str | None
+
+    def __repr__(self) -> str:
+        """Version, counts and the names of the files written (not ``_last_checkpoint``)."""
+        names = ", ".join(path.rsplit("/", 1)[-1] for path in self.paths[:SHOWN_FILES])
+        if len(self.paths) > SHOWN_FILES:
+            names += f", ... ({len(self.paths) - SHOWN_FILES} more)"
+        hint = "written" if self.last_checkpoint is not None else "kept (a newer one exists)"
+        return (
+            f"CheckpointResult(version={self.version}, parts={self.parts}, "
+            f"num_of_add_files={self.num_of_add_files}, num_actions={self.num_actions}, "
+            f"size_in_bytes={self.size_in_bytes}, files=[{names}], _last_checkpoint {hint})"
+        )
 
 
 @dataclass(frozen=True)
@@ -439,6 +456,20 @@ def write_checkpoint(
     )
 
 
+def checkpoint_arguments(
+    table: DeltaTable, version: object, part_size: object
+) -> tuple[int | None, int | None]:
+    """``create_checkpoint``'s arguments checked before any Spark job: an int version or None
+    (``DELTA_CHECKPOINT_NON_EXIST_TABLE`` when negative) and a positive ``part_size`` or None."""
+    checked_version = arguments.version("create_checkpoint", version)
+    if checked_version is not None and checked_version < 0:
+        raise CheckpointNonExistTableError(path=table.table_root, version=checked_version)
+    checked_part_size = arguments.optional_integer(
+        "create_checkpoint", "part_size", part_size, minimum=1, what="actions per checkpoint part"
+    )
+    return checked_version, checked_part_size
+
+
 def create_checkpoint(
     table: DeltaTable, version: int | None = None, *, part_size: int | None = None
 ) -> CheckpointResult:
@@ -451,9 +482,7 @@ def create_checkpoint(
     version outside the log and ``DELTA_CHECKPOINT_SNAPSHOT_MISMATCH`` when the written add
     count differs from the snapshot's ``numOfFiles`` (then nothing is published).
     """
-    if version is not None and version < 0:
-        raise CheckpointNonExistTableError(path=table.table_root, version=version)
-    num_parts_for(0, part_size)  # validates part_size before any Spark job
+    version, part_size = checkpoint_arguments(table, version, part_size)
     snapshot = table.snapshot(version)
     try:
         return write_checkpoint(snapshot, part_size)

@@ -47,6 +47,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from delta_connect_py import arguments
 from delta_connect_py.errors import FileReferencedNotFoundError
 from delta_connect_py.plans.deletion_vectors import deleted_rows
 from delta_connect_py.plans.spark import collect, escape_glob
@@ -524,8 +525,10 @@ def snapshot_to_df(
     ``[[("year", "=", 2024)], [("id", "<", 0)]]``); ``column`` is a column's name or a dotted
     path to a nested struct field (``"address.city"``; a top-level name containing dots wins).
     Files are pruned with it (nested fields by their stats too), rows filtered by it.
+    A malformed ``filter`` or ``columns`` is ``DELTA_CONNECT_INVALID_ARGUMENT``, before any job.
     """
-    disjunction = parse_filter(filter)
+    disjunction = parse_filter(filter, "to_df")
+    columns = arguments.columns("to_df", columns)
     if columns is not None:
         _check_columns(snapshot, columns, "columns")
     paths = _filter_paths(snapshot, predicates_of(disjunction))

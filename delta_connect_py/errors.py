@@ -376,3 +376,19 @@ class DifferentDeltaTableReadByStreamingSourceError(DeltaError):
         "happen when the table was deleted and re-created: start the stream from scratch (no "
         "offset) or pass an offset of this table."
     )
+
+
+class InvalidArgumentError(DeltaError, ValueError):
+    """An argument of a public call has a wrong value, found before any Spark job.
+
+    Also a ``ValueError``, so code catching the built-in error keeps working.
+    """
+
+    error_class = "DELTA_CONNECT_INVALID_ARGUMENT"
+    template = "{function}: {argument}={value} is not valid; expected {expected}."
+
+
+class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of a public call has a wrong type (also a ``TypeError``)."""
+
+    template = "{function}: {argument}={value} ({value_type}) is not valid; expected {expected}."

@@ -32,6 +32,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from delta_connect_py import arguments
 from delta_connect_py.plans.loading import commit_actions, malformed_commits_reported
 from delta_connect_py.plans.spark import materialize
 from delta_connect_py.protocol import properties as props
@@ -128,8 +129,9 @@ def _timestamp(first_ict: int) -> Column:
 
 def history(table: DeltaTable, limit: int | None = None) -> DataFrame:
     """commitInfo of the retained commits (the newest ``limit`` of them), newest first."""
-    if limit is not None and limit < 0:
-        raise ValueError(f"limit must be >= 0, got {limit}")
+    limit = arguments.optional_integer(
+        "history", "limit", limit, minimum=0, what="how many of the newest commits (None: all)"
+    )
     spark = table.spark
     commits, first_ict = _commits_in_range(table, limit)
     times = monotonize([f.modification_time for f in commits])

@@ -63,6 +63,19 @@ class Snapshot:
     #: once this snapshot's own state is on the server, which no longer needs it.
     previous: Snapshot | None = None
 
+    def __repr__(self) -> str:
+        """Path, version and what the log segment (and a state already computed) tell: no job,
+        no list of log files."""
+        segment = self.segment
+        checkpoint = "none" if segment.checkpoint is None else str(segment.checkpoint.version)
+        known = ""
+        if self.state_known:
+            known = f", files={self.state.num_of_files}, size_in_bytes={self.state.size_in_bytes}"
+        return (
+            f"Snapshot({self.table.table_root!r}, version={self.version}, "
+            f"checkpoint={checkpoint}, commits_after_checkpoint={len(segment.commits)}{known})"
+        )
+
     @property
     def spark(self) -> SparkSession:
         return self.table.spark

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
 
+from delta_connect_py import arguments
 from delta_connect_py.errors import (
     CorruptLogFileError,
     DeltaError,
@@ -91,7 +92,10 @@ class DeltaTable:
 
     @classmethod
     def for_path(
-        cls, spark: SparkSession, path: str, storage_options: Mapping[str, str] | None = None
+        cls,
+        spark: SparkSession,
+        path: str | os.PathLike[str],
+        storage_options: Mapping[str, str] | None = None,
     ) -> DeltaTable:
         """The table at ``path``: any URI the server reads (file:, s3a:, abfss:, gs:) or a
         local path.
@@ -106,9 +110,21 @@ class DeltaTable:
         optional ``_last_checkpoint`` hint. Without them the workers use their own
         environment (instance roles, ``AWS_*`` variables). The values travel to the server
         inside the Spark plan: prefer short-lived credentials.
+
+        ``path`` must be a non-empty ``str`` or ``os.PathLike`` (``DELTA_CONNECT_INVALID_ARGUMENT``
+        otherwise, before the session is touched).
         """
+        table_root = qualify_table_path(arguments.table_path("DeltaTable.for_path", path))
+        options = StorageOptions.of(storage_options)
         prepare_session(spark)
-        return cls(spark, qualify_table_path(path), StorageOptions.of(storage_options))
+        return cls(spark, table_root, options)
+
+    def __repr__(self) -> str:
+        """The table's path, and the names (never the values) of its storage options."""
+        options = ", ".join(name for name, _ in self.storage_options.items)
+        return f"DeltaTable({self.table_root!r}" + (
+            f", storage_options=[{options}])" if options else ")"
+        )
 
     def check_worker_file_access(self, operation: str) -> None:
         """Fail now, with a clear error, when the server's Python workers cannot write to this
@@ -157,10 +173,18 @@ class DeltaTable:
         """The table at ``version``, at the version active at ``timestamp``, or the latest.
 
         Runs two small Spark jobs (the log listing and the protocol/metadata fast path); the
-        file-level state is replayed lazily on first use.
+        file-level state is replayed lazily on first use. ``version`` is an int, ``timestamp``
+        a datetime (naive is UTC) or an ISO string; at most one of them
+        (``DELTA_CONNECT_INVALID_ARGUMENT`` otherwise, before any job).
         """
-        if version is not None and timestamp is not None:
-            raise ValueError("give either version or timestamp, not both")
+        version, timestamp = arguments.version_or_timestamp("snapshot", version, timestamp)
+        arguments.optional_integer(
+            "snapshot",
+            "snapshot_partitions",
+            snapshot_partitions,
+            minimum=1,
+            what="a number of partitions for the state",
+        )
         listing = self.list_log()
         if timestamp is not None:
             version = self.version_at(timestamp, listing)
@@ -210,6 +234,10 @@ class DeltaTable:
 
     def version_at(self, timestamp: datetime | str, listing: LogListing | None = None) -> int:
         """delta-spark's ``getActiveCommitAtTime``: the latest commit at or before ``timestamp``."""
+        if arguments.timestamp("version_at", timestamp) is None:
+            raise arguments.invalid_type(
+                "version_at", "timestamp", timestamp, arguments.TIMESTAMP_EXPECTED
+            )
         listing = listing or self.list_log()
         latest = self.log_segment(None, listing)
         commits = self.commit_timestamps(listing, latest)
@@ -241,8 +269,9 @@ class DeltaTable:
 
         Runs Spark jobs that write on the server; see ``delta_connect_py.checkpoints``.
         """
-        from delta_connect_py.checkpoints import create_checkpoint
+        from delta_connect_py.checkpoints import checkpoint_arguments, create_checkpoint
 
+        version, part_size = checkpoint_arguments(self, version, part_size)
         self.check_worker_file_access("create_checkpoint")
         return create_checkpoint(self, version, part_size=part_size)
 

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from delta_connect_py import arguments
+
 COMPARISONS = ("=", "!=", "<", "<=", ">", ">=")
 MEMBERSHIP = ("in", "not in")
 OPERATORS = (*COMPARISONS, "==", *MEMBERSHIP)
@@ -55,19 +57,22 @@ Conjunction = tuple[Predicate, ...]
 Disjunction = tuple[Conjunction, ...]
 
 
-def parse_filter(filter: Any) -> Disjunction:
+def parse_filter(filter: Any, function: str = "to_df") -> Disjunction:
     """Validate a filter: None, one ``(column, op, value)`` tuple, a list of them (AND), or a
     list of such lists (OR of the ANDs; pyarrow's disjunctive normal form). No filter is ``()``.
 
     ``op`` is ``=``/``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``, ``in`` or ``not in``; values are
-    Python literals (``in``/``not in`` take a non-empty list); None is not a value.
+    Python literals (``in``/``not in`` take a non-empty list); None is not a value. A malformed
+    filter is ``DELTA_CONNECT_INVALID_ARGUMENT`` (a ValueError; a TypeError for a filter that is
+    not a tuple or list at all) naming ``function``.
     """
+    arguments.filter_container(function, filter)
     if filter is None:
         return ()
     items = [filter] if isinstance(filter, tuple) else list(filter)
     if not any(_is_conjunction(item) for item in items):
-        return (tuple(_predicate(item) for item in items),) if items else ()
-    return tuple(_conjunction(item) for item in items)
+        return (tuple(_predicate(item, function) for item in items),) if items else ()
+    return tuple(_conjunction(item, function) for item in items)
 
 
 def _is_conjunction(item: Any) -> bool:
@@ -76,13 +81,16 @@ def _is_conjunction(item: Any) -> bool:
     return isinstance(item, list) and bool(item) and isinstance(item[0], (tuple, list))
 
 
-def _conjunction(item: Any) -> Conjunction:
+def _conjunction(item: Any, function: str) -> Conjunction:
     if not _is_conjunction(item):
-        raise ValueError(
-            "a filter is a list of (column, op, value) predicates or a list of non-empty lists "
-            f"of them, not both: got {item!r} beside lists of predicates"
+        raise arguments.invalid_value(
+            function,
+            "filter",
+            item,
+            "a list of (column, op, value) predicates or a list of non-empty lists of them, "
+            "not both (this item stands beside lists of predicates)",
         )
-    return tuple(_predicate(predicate) for predicate in item)
+    return tuple(_predicate(predicate, function) for predicate in item)
 
 
 def predicates_of(filter: Disjunction) -> list[Predicate]:
@@ -90,22 +98,25 @@ def predicates_of(filter: Disjunction) -> list[Predicate]:
     return [predicate for conjunction in filter for predicate in conjunction]
 
 
-def _predicate(item: Any) -> Predicate:
+def _predicate(item: Any, function: str) -> Predicate:
+    def invalid(expected: str) -> Exception:
+        return arguments.invalid_value(function, "filter", item, expected)
+
     if not isinstance(item, (tuple, list)) or len(item) != 3:
-        raise ValueError(f"a filter predicate is a (column, op, value) tuple, got {item!r}")
+        raise invalid(f"a (column, op, value) predicate; {arguments.FILTER_EXPECTED}")
     column, op, value = item
     op = str(op).strip().lower()
     if not isinstance(column, str) or op not in OPERATORS:
-        raise ValueError(f"unsupported filter predicate {item!r}; operators: {OPERATORS}")
+        raise invalid(f"a column name and one of the operators {', '.join(OPERATORS)}")
     op = "=" if op == "==" else op
     if op in MEMBERSHIP:
         if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple, set, frozenset)):
-            raise ValueError(f"{op!r} takes a list of values, got {value!r}")
+            raise invalid(f"a list of values after {op!r}")
         value = tuple(value)
         if not value:
-            raise ValueError(f"{op!r} takes a non-empty list of values")
+            raise invalid(f"a non-empty list of values after {op!r}")
     if value is None or (op in MEMBERSHIP and any(v is None for v in value)):
-        raise ValueError(f"None is not a filter value (predicate {item!r})")
+        raise invalid("a value that is not None (None is not a filter value)")
     return Predicate(column, op, value)
 
 
