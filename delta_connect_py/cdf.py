@@ -57,9 +57,10 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.connect.functions as F
@@ -927,20 +928,23 @@ def stream_cdf(
         raise arguments.invalid_type(
             function, "max_bytes_per_trigger", max_bytes_per_trigger, bytes_expected
         )
+    # AdmissionLimits are consumed as a batch admits files: every batch gets fresh ones, made
+    # once here first to check the arguments.
+    new_limits = partial(AdmissionLimits.of, max_files_per_trigger, max_bytes_per_trigger)
     try:
-        limits = AdmissionLimits.of(max_files_per_trigger, max_bytes_per_trigger)
+        new_limits()
     except ValueError:
         raise arguments.invalid_value(
             function, "max_bytes_per_trigger", max_bytes_per_trigger, bytes_expected
         ) from None
-    return _batches(table, starting_version, offset, limits, poll_seconds, stop_when_caught_up)
+    return _batches(table, starting_version, offset, new_limits, poll_seconds, stop_when_caught_up)
 
 
 def _batches(
     table: DeltaTable,
     starting_version: int | None,
     offset: DeltaSourceOffset | str | None,
-    limits: AdmissionLimits,
+    new_limits: Callable[[], AdmissionLimits],
     poll_seconds: float,
     stop_when_caught_up: bool,
 ) -> Iterator[tuple[DeltaSourceOffset, DataFrame]]:
@@ -953,7 +957,7 @@ def _batches(
             previous.reservoir_version,
             previous.index,
             previous.is_starting_version,
-            limits,
+            new_limits(),
             None,
             known,
         )
