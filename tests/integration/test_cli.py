@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable as RustTable
 
 from delta_connect_py.cli import main
-from tests.conftest import CONFORMANCE
+from tests.conftest import CONFORMANCE, _close_sessions_of
 
 TABLE = str(CONFORMANCE / "delta-rs/table_with_deletion_logs/delta")
 ROOT = Path(__file__).resolve().parents[2]
@@ -176,6 +176,9 @@ def test_serve_runs_a_server_until_terminated(
         assert server.poll() is None, log.read_text()[-4000:]
         described = run_json(capsys, "--remote", remote, "describe", SAMPLE, "--at-version", "1")
         assert described["version"] == 1
+        # Released while the server lives: at exit, pyspark would retry releasing the session's
+        # executions against the stopped server for about 10 minutes.
+        _close_sessions_of(remote)
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=120) == 0
         with pytest.raises(OSError):
