@@ -4,9 +4,13 @@ Usage::
 
     python /work/shared/bench/gen_log.py /tmp/bench/S --force --with-stats --files 10000 \\
         --commits 1000 --partitions 100 --txn-apps 4 --seed 1
+    # checkpointed: 100k files, a checkpoint at version 100 and the 99 commits after it
+    python /work/shared/bench/gen_log.py /tmp/bench/C --force --with-stats --files 100000 \\
+        --commits 200 --checkpoint-every 100 --partitions 100 --txn-apps 4 --seed 1
     server/fetch-s3a-jars.sh && make moto-venv
     PYTHONPATH=. .venv/bin/python bench/s3_bench.py /tmp/bench/S \\
-        ../shared/conformance/golden/basic-with-inserts-deletes-checkpoint/delta [--rounds 3]
+        ../shared/conformance/golden/basic-with-inserts-deletes-checkpoint/delta [--rounds 3] \\
+        [--local]
 
 Starts moto (``tests.object_store_server``) on a free loopback port and a Spark Connect
 server reading it through s3a (credentials only in its Spark conf), uploads each table once,
@@ -63,10 +67,37 @@ def _timed(call: Any) -> float:
     return time.perf_counter() - start
 
 
+def _time_local(spark: Any, local: Path, rounds: int) -> None:
+    """Both readers on the local copy, in the same alternation as on S3."""
+    from deltalake import DeltaTable as RsDeltaTable
+
+    from delta_connect_py import DeltaTable
+
+    def ours() -> None:
+        DeltaTable.for_path(spark, str(local)).snapshot().state  # noqa: B018
+
+    def theirs() -> None:
+        RsDeltaTable(str(local)).get_add_actions()
+
+    ours()  # warm-up, untimed
+    timed = [(_timed(ours), _timed(theirs)) for _ in range(rounds)]
+    ratio = statistics.median(a / b for a, b in timed)
+    print(
+        f"  local disk: ours {statistics.median(a for a, _ in timed):.2f} s, "
+        f"delta-rs {statistics.median(b for _, b in timed):.2f} s, median ratio {ratio:.2f}x"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("tables", nargs="+", type=Path, help="local Delta tables to upload")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--local",
+        action="store_true",
+        help="also time both readers on the local copy (same server), to tell the store's "
+        "share of the ratio from the compute's",
+    )
     args = parser.parse_args()
     binary, jars = moto_server_binary(), s3a_jars()
     if binary is None or not jars:
@@ -110,6 +141,8 @@ def main() -> int:
                 f"median ratio {statistics.median(ratios):.2f}x "
                 f"(rounds: {', '.join(f'{a:.2f}/{b:.2f}' for a, b in rounds)})"
             )
+            if args.local:
+                _time_local(spark, local, args.rounds)
             for who, counts in (("ours", our_requests), ("delta-rs", their_requests)):
                 per_file = {k: round(v / max(1, len(log_files)), 2) for k, v in counts.items()}
                 print(

@@ -35,6 +35,7 @@ from delta_connect_py.plans.spark import (
     conform,
     escape_glob,
     map_in_arrow,
+    materialize,
     server_errors_translated,
     spark_schema,
     struct_fields,
@@ -186,7 +187,11 @@ def _worker_commit_lines(
 
 
 def commit_lines(
-    spark: SparkSession, files: Sequence[LogFile], request: CommitLinesRead | None = None
+    spark: SparkSession,
+    files: Sequence[LogFile],
+    request: CommitLinesRead | None = None,
+    *,
+    keep_for_replay: bool = False,
 ) -> DataFrame:
     """Every non-empty line of the commit files: ``version``, ``_file`` (URI), ``value``; with
     a ``request`` filter, at least the lines containing the strings it asks for.
@@ -194,13 +199,42 @@ def commit_lines(
     Local logs are read by Python workers, many files per task, because Spark's file sources
     pay a setup per file that dominates logs of thousands of small commits (10,000 commits:
     minutes instead of seconds). Other file systems are read by Spark's text source, through
-    the server's Hadoop configuration and credentials.
+    the server's Hadoop configuration and credentials; with ``keep_for_replay`` (the P&M read
+    of a snapshot) the lines are read now and kept on the server for ``commit_actions`` to
+    take, so the replay of the same commits fetches none of them again.
     """
     if all(f.path.startswith("file:") for f in files):
         return _worker_commit_lines(
             spark, files, request or CommitLinesRead(table_path=files[0].path)
         )
+    if keep_for_replay and sum(f.size for f in files) <= MAX_KEPT_COMMIT_BYTES:
+        lines = materialize(_spark_commit_lines(spark, files))
+        if len(_kept_commit_lines) >= MAX_KEPT_COMMIT_LINES:
+            _kept_commit_lines.pop(next(iter(_kept_commit_lines)))
+        _kept_commit_lines[_commit_lines_key(spark, files)] = lines
+        return lines
     return _spark_commit_lines(spark, files)
+
+
+#: Commit lines of an object store kept between a snapshot's P&M read and its replay: each
+#: commit file costs an S3 GET (and HEAD) per read, and a request is what costs on an object
+#: store. Bounded in count and bytes (they sit in the server's memory until taken or evicted).
+MAX_KEPT_COMMIT_LINES = 2
+MAX_KEPT_COMMIT_BYTES = 256 << 20
+_kept_commit_lines: dict[tuple[str, tuple[object, ...]], DataFrame] = {}
+
+
+def _commit_lines_key(
+    spark: SparkSession, files: Sequence[LogFile]
+) -> tuple[str, tuple[object, ...]]:
+    # A commit file is written once and never changed; size and time tell a rewrite apart.
+    return session_key(spark), tuple((f.path, f.size, f.modification_time) for f in files)
+
+
+def take_kept_commit_lines(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame | None:
+    """The lines ``commit_lines(..., keep_for_replay=True)`` kept for exactly ``files``, once:
+    a later snapshot reads the files again, like a fresh reader."""
+    return _kept_commit_lines.pop(_commit_lines_key(spark, files), None)
 
 
 #: Spark's error class when a FAILFAST JSON parse meets a line that is not ``schema`` JSON.
@@ -290,10 +324,14 @@ def commit_actions(
 ) -> DataFrame:
     """Commit actions as ``schema`` columns plus ``version`` and ``_file``, FAILFAST.
 
-    Up to ``MAX_FILES_FOR_JSON_SOURCE`` files Spark's JSON source reads every line; beyond,
-    workers read the lines ``request`` asks for (a superset filter; lines it leaves out are
-    not parsed) and ``from_json`` parses them.
+    Lines a P&M read of an object store kept for these files are parsed from the server's
+    copy. Otherwise, up to ``MAX_FILES_FOR_JSON_SOURCE`` files Spark's JSON source reads every
+    line; beyond, workers read the lines ``request`` asks for (a superset filter; lines it
+    leaves out are not parsed) and ``from_json`` parses them.
     """
+    kept = take_kept_commit_lines(spark, files)
+    if kept is not None:
+        return parse_lines(kept, schema)
     if len(files) <= MAX_FILES_FOR_JSON_SOURCE:
         return read_commits(spark, files, schema)
     return parse_lines(commit_lines(spark, files, request), schema)

@@ -99,7 +99,8 @@ def _commit_pm_rows(spark: SparkSession, segment: LogSegment) -> DataFrame:
         newest_also_containing=PM_SUBSTRINGS[2:],
         newest_version=segment.version,
     )
-    lines = commit_lines(spark, segment.commits, request)
+    # The replay of the same commits takes these lines instead of fetching each file again.
+    lines = commit_lines(spark, segment.commits, request, keep_for_replay=True)
     is_last = F.col(VERSION_COLUMN) == F.lit(segment.version)
     candidates = lines.where(
         F.col("value").contains(PM_SUBSTRINGS[0])
