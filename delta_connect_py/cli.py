@@ -59,25 +59,23 @@ _FILTER = re.compile(
 )
 
 
-def version_number(text: str) -> int:
-    """A table version: a non-negative integer."""
-    try:
-        version = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a version number: {text!r}") from None
-    if version < 0:
-        raise argparse.ArgumentTypeError(f"a version is 0 or more, got {version}")
-    return version
-
-
-def positive_int(text: str) -> int:
+def _int_at_least(text: str, minimum: int, noun: str) -> int:
     try:
         number = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+        raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+    if number < minimum:
+        raise argparse.ArgumentTypeError(f"must be {minimum} or more, got {number}")
     return number
+
+
+def version_number(text: str) -> int:
+    """A table version: a non-negative integer."""
+    return _int_at_least(text, 0, "a version number")
+
+
+def positive_int(text: str) -> int:
+    return _int_at_least(text, 1, "an integer")
 
 
 def column_list(text: str) -> list[str]:
