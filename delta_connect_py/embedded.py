@@ -271,14 +271,20 @@ class EmbeddedServer:
             watchdog.kill()
             watchdog.wait(timeout=10)
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+        stop_process_group(process, grace_seconds=30)
+
+
+def stop_process_group(process: subprocess.Popen[bytes] | None, grace_seconds: float) -> None:
+    """SIGTERM ``process``'s process group, SIGKILL it if still running after
+    ``grace_seconds``; nothing for a process that is None or already gone."""
+    if process is None or process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_seconds)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=10)
 
 
 #: Replaces ``SERVER_CONF``'s ``spark.master`` for ``python -m delta_connect_py.embedded`` (and

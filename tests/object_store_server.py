@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from delta_connect_py.embedded import EmbeddedServer, free_port
+from delta_connect_py.embedded import EmbeddedServer, free_port, stop_process_group
 
 ROOT = Path(__file__).resolve().parents[1]
 S3A_JARS_DIR = Path(os.environ.get("S3A_JARS_DIR", ROOT / ".s3a-jars"))
@@ -184,14 +184,7 @@ class MotoServer:
 
     def stop(self) -> None:
         process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
+        stop_process_group(process, grace_seconds=10)
 
 
 def s3a_spark_server(endpoint: str, worker_python: str, jars: list[Path]) -> EmbeddedServer:
