@@ -88,8 +88,8 @@ from delta_connect_py.protocol.staging import (
     STALE_STAGING_MS,
     staging_folder_name,
 )
-from delta_connect_py.session import translate_server_error
-from delta_connect_py.snapshot import now_ms
+from delta_connect_py.server_errors import translate_server_error
+from delta_connect_py.snapshot import now_ms, snapshot_of
 from delta_connect_py.worker.checkpoint_files import (
     DELETED_SCHEMA,
     PUBLISHED_SCHEMA,
@@ -107,7 +107,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from delta_connect_py.snapshot import Snapshot
-    from delta_connect_py.table import DeltaTable
+    from delta_connect_py.table_log import TableLog
 
 __all__ = ["STAGING_PREFIX", "CheckpointResult", "cleanup_metadata", "create_checkpoint"]
 
@@ -390,7 +390,7 @@ def _publish(spark: SparkSession, request: PublishRequest) -> list[Any]:
     return rows
 
 
-def _new_staging_dir(table: DeltaTable) -> str:
+def _new_staging_dir(table: TableLog) -> str:
     """A fresh staging folder in ``_delta_log``, named with its creation time
     (``protocol.staging``: how old it is must not depend on file system times)."""
     return f"{table.log_dir}/{staging_folder_name(now_ms(), uuid.uuid4().hex)}"
@@ -457,7 +457,7 @@ def write_checkpoint(
 
 
 def checkpoint_arguments(
-    table: DeltaTable, version: object, part_size: object
+    table: TableLog, version: object, part_size: object
 ) -> tuple[int | None, int | None]:
     """``create_checkpoint``'s arguments checked before any Spark job: an int version or None
     (``DELTA_CHECKPOINT_NON_EXIST_TABLE`` when negative) and a positive ``part_size`` or None."""
@@ -471,7 +471,7 @@ def checkpoint_arguments(
 
 
 def create_checkpoint(
-    table: DeltaTable, version: int | None = None, *, part_size: int | None = None
+    table: TableLog, version: int | None = None, *, part_size: int | None = None
 ) -> CheckpointResult:
     """Checkpoint ``version`` (default: latest) of ``table``; see the module docstring.
 
@@ -483,7 +483,7 @@ def create_checkpoint(
     count differs from the snapshot's ``numOfFiles`` (then nothing is published).
     """
     version, part_size = checkpoint_arguments(table, version, part_size)
-    snapshot = table.snapshot(version)
+    snapshot = snapshot_of(table, version)
     try:
         return write_checkpoint(snapshot, part_size)
     finally:
@@ -503,7 +503,7 @@ class TableCleanup:
     compat_source: CheckpointChoice | None
 
 
-def plan_table_cleanup(table: DeltaTable, now: int | None = None) -> TableCleanup:
+def plan_table_cleanup(table: TableLog, now: int | None = None) -> TableCleanup:
     """What a cleanup of ``table`` at ``now`` (default: the clock) deletes and writes."""
     listing = table.list_log()
     if not listing.files:
@@ -539,7 +539,7 @@ CHECKPOINT_ACTION_COLUMNS = (
 )
 
 
-def write_compat_checkpoint(table: DeltaTable, source: CheckpointChoice) -> str:
+def write_compat_checkpoint(table: TableLog, source: CheckpointChoice) -> str:
     """Copy the UUID-named checkpoint ``source``'s top-level actions to the classic-named
     ``<v>.checkpoint.parquet`` (its sidecars are referenced, not copied), as delta-spark's
     cleanup does; the copy's path. ``_last_checkpoint`` is left as it is.
@@ -565,7 +565,7 @@ def write_compat_checkpoint(table: DeltaTable, source: CheckpointChoice) -> str:
 
 
 def cleanup_metadata(
-    table: DeltaTable, *, dry_run: bool = False, now: int | None = None
+    table: TableLog, *, dry_run: bool = False, now: int | None = None
 ) -> list[str]:
     """Delete (``dry_run``: only list) expired log files, garbage sidecars and stale staging
     folders (left by checkpoint writers that died); their paths.

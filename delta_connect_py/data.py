@@ -34,7 +34,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
 import pyspark.sql.connect.functions as F
@@ -66,12 +66,31 @@ from delta_connect_py.protocol.file_filters import (
     stats_may_match,
 )
 from delta_connect_py.protocol.properties import column_mapping_mode
-from delta_connect_py.session import translate_server_error
+from delta_connect_py.server_errors import translate_server_error
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from delta_connect_py.snapshot import Snapshot
+    from delta_connect_py.protocol.actions import Metadata
+    from delta_connect_py.table_log import TableLog
+
+
+class SnapshotView(Protocol):
+    """What this module reads of a :class:`~delta_connect_py.snapshot.Snapshot` (which calls
+    it, so it cannot import it)."""
+
+    @property
+    def table(self) -> TableLog: ...
+    @property
+    def spark(self) -> SparkSession: ...
+    @property
+    def schema(self) -> StructType: ...
+    @property
+    def partition_columns(self) -> tuple[str, ...]: ...
+    @property
+    def metadata(self) -> Metadata: ...
+    def all_files(self) -> DataFrame: ...
+
 
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 COLUMN_MAPPING_ID_KEY = "delta.columnMapping.id"
@@ -220,17 +239,17 @@ def _field_id_metadata(field: StructField) -> dict[str, Any]:
     return {} if field_id is None else {PARQUET_FIELD_ID_KEY: int(field_id)}
 
 
-def _partition_fields(snapshot: Snapshot) -> list[StructField]:
+def _partition_fields(snapshot: SnapshotView) -> list[StructField]:
     by_name = {f.name: f for f in snapshot.schema.fields}
     return [by_name[name] for name in snapshot.partition_columns]
 
 
-def _data_fields(snapshot: Snapshot) -> list[StructField]:
+def _data_fields(snapshot: SnapshotView) -> list[StructField]:
     partitions = set(snapshot.partition_columns)
     return [f for f in snapshot.schema.fields if f.name not in partitions]
 
 
-def logical_schema(snapshot: Snapshot) -> StructType:
+def logical_schema(snapshot: SnapshotView) -> StructType:
     return logical_type(snapshot.schema)  # type: ignore[return-value]
 
 
@@ -277,7 +296,7 @@ def resolve_filter_column(schema: StructType, name: str) -> FieldPath | None:
     return tuple(path)
 
 
-def _filter_paths(snapshot: Snapshot, predicates: Sequence[Predicate]) -> dict[str, FieldPath]:
+def _filter_paths(snapshot: SnapshotView, predicates: Sequence[Predicate]) -> dict[str, FieldPath]:
     """Each predicate's column resolved (``resolve_filter_column``); a ValueError names those
     that name no column."""
     paths = {p.column: resolve_filter_column(snapshot.schema, p.column) for p in predicates}
@@ -314,7 +333,7 @@ def _file_may_match(
     return any(all(map(may_match, conjunction)) for conjunction in filter)
 
 
-def _check_columns(snapshot: Snapshot, names: Sequence[str], what: str) -> None:
+def _check_columns(snapshot: SnapshotView, names: Sequence[str], what: str) -> None:
     known = {f.name for f in snapshot.schema.fields}
     unknown = [name for name in names if name not in known]
     if unknown:
@@ -333,7 +352,7 @@ def _parse_stats(text: str | None) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def select_files(snapshot: Snapshot, filter: Any = None) -> list[DataFile]:
+def select_files(snapshot: SnapshotView, filter: Any = None) -> list[DataFile]:
     """The live data files a read of ``snapshot`` with ``filter`` scans (one Spark job).
 
     Files are dropped by partition pruning (filters on partition columns) and data skipping
@@ -346,7 +365,7 @@ def select_files(snapshot: Snapshot, filter: Any = None) -> list[DataFile]:
 
 
 def _selected_files(
-    snapshot: Snapshot, disjunction: Disjunction, paths: dict[str, FieldPath]
+    snapshot: SnapshotView, disjunction: Disjunction, paths: dict[str, FieldPath]
 ) -> list[DataFile]:
     """``select_files`` for a parsed filter whose columns are resolved to ``paths``."""
     partition_columns = set(snapshot.partition_columns)
@@ -380,7 +399,7 @@ def _selected_files(
 # Reading
 
 
-def _read_parquet(snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
+def _read_parquet(snapshot: SnapshotView, files: Sequence[DataFile]) -> DataFrame:
     """The data columns (physical names) of ``files`` plus file key and row index."""
     spark = snapshot.spark
     read_schema = parquet_read_schema(
@@ -398,7 +417,9 @@ def _read_parquet(snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
     )
 
 
-def _missing_file_error(exc: Exception, snapshot: Snapshot, files: Sequence[DataFile]) -> Exception:
+def _missing_file_error(
+    exc: Exception, snapshot: SnapshotView, files: Sequence[DataFile]
+) -> Exception:
     text = str(exc)
     if "PATH_NOT_FOUND" not in text:
         return translate_server_error(exc)
@@ -413,7 +434,7 @@ def _missing_file_error(exc: Exception, snapshot: Snapshot, files: Sequence[Data
 
 
 def _with_partition_values(
-    snapshot: Snapshot, data: DataFrame, files: Sequence[DataFile]
+    snapshot: SnapshotView, data: DataFrame, files: Sequence[DataFile]
 ) -> DataFrame:
     """``data`` plus one string column per partition column (``_dcp_p<i>``), joined by file."""
     fields = _partition_fields(snapshot)
@@ -438,7 +459,7 @@ def _partition_column(index: int, field: StructField) -> Column:
 
 
 def _without_deleted_rows(
-    snapshot: Snapshot, data: DataFrame, files: Sequence[DataFile]
+    snapshot: SnapshotView, data: DataFrame, files: Sequence[DataFile]
 ) -> DataFrame:
     """``data`` minus the rows deletion vectors remove (decoded in a server worker)."""
     root = snapshot.table.table_root
@@ -469,7 +490,7 @@ def _dv_input(data_file: DataFile, table_root: str) -> tuple[Any, ...]:
     )
 
 
-def _output_columns(snapshot: Snapshot) -> list[Column]:
+def _output_columns(snapshot: SnapshotView) -> list[Column]:
     partition_index = {name: i for i, name in enumerate(snapshot.partition_columns)}
     columns = []
     for field in snapshot.schema.fields:
@@ -514,7 +535,7 @@ def filter_column(filter: Disjunction, paths: dict[str, FieldPath]) -> Column:
 
 
 def snapshot_to_df(
-    snapshot: Snapshot, columns: list[str] | None = None, filter: Any = None
+    snapshot: SnapshotView, columns: list[str] | None = None, filter: Any = None
 ) -> DataFrame:
     """The table's rows at ``snapshot`` (lazy, apart from the file listing and DV decoding).
 

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
     from delta_connect_py.plans.listing import LogListing
     from delta_connect_py.protocol.segment import LogSegment
-    from delta_connect_py.table import DeltaTable
+    from delta_connect_py.table_log import TableLog
 
 _STRING_MAP = MapType(StringType(), StringType())
 _JOB = StructType(
@@ -89,7 +89,7 @@ _COMMIT_INFO_KEY = '"commitInfo"'
 _COMMIT_NAME = re.compile(r"^\d+\.json$")
 
 
-def _commits_in_range(table: DeltaTable, limit: int | None) -> tuple[list[LogFile], int]:
+def _commits_in_range(table: TableLog, limit: int | None) -> tuple[list[LogFile], int]:
     listing = table.list_log()
     latest = table.log_segment(None, listing)
     commits = sorted(
@@ -108,7 +108,7 @@ def _commits_in_range(table: DeltaTable, limit: int | None) -> tuple[list[LogFil
     return commits, first_ict
 
 
-def _first_ict_version(table: DeltaTable, latest: LogSegment, listing: LogListing) -> int:
+def _first_ict_version(table: TableLog, latest: LogSegment, listing: LogListing) -> int:
     """The first version whose timestamp is its ``inCommitTimestamp`` (huge when disabled)."""
     _, pm = table.loaded_segment(latest, listing)
     configuration = pm.metadata.configuration
@@ -127,7 +127,7 @@ def _timestamp(first_ict: int) -> Column:
     return F.timestamp_millis(millis).alias("timestamp")
 
 
-def history(table: DeltaTable, limit: int | None = None) -> DataFrame:
+def history(table: TableLog, limit: int | None = None) -> DataFrame:
     """commitInfo of the retained commits (the newest ``limit`` of them), newest first."""
     limit = arguments.optional_integer(
         "history", "limit", limit, minimum=0, what="how many of the newest commits (None: all)"

@@ -21,7 +21,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
-import re
 import sys
 import threading
 from collections.abc import Iterable, Iterator
@@ -30,13 +29,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyspark import __version__ as CLIENT_PYSPARK
 
-import delta_connect_py
 from delta_connect_py.errors import (
     PythonVersionMismatchError,
-    ServerEnvironmentError,
     UnsupportedServerVersionError,
 )
 from delta_connect_py.pyspark_client import spark_line
+from delta_connect_py.server_errors import translate_server_error
 from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
@@ -116,7 +114,10 @@ def register_worker_code() -> None:
     """Pickle delta_connect_py's functions by value, so the server need not import us."""
     from pyspark import cloudpickle
 
-    cloudpickle.register_pickle_by_value(delta_connect_py)  # type: ignore[no-untyped-call]
+    # The package object, taken from sys.modules: importing the package here would make the
+    # package and its session module import each other.
+    package = sys.modules[__name__.partition(".")[0]]
+    cloudpickle.register_pickle_by_value(package)  # type: ignore[no-untyped-call]
 
 
 def _worker_python_version(_: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -175,58 +176,3 @@ def settings_for_server(server_version: str, client_version: str) -> dict[str, s
     if server < (4, 1) and client is not None and client >= (4, 1):
         return dict(LOCAL_RELATION_CHUNK_CONF)
     return {}
-
-
-def translate_server_error(exc: BaseException) -> Exception:
-    """Turn a known server-side failure into a DeltaError; anything else is returned as is."""
-    from delta_connect_py.errors import DeltaError
-    from delta_connect_py.worker.failures import decode_worker_failure
-
-    if isinstance(exc, DeltaError):
-        return exc
-    text = str(exc)
-    decoded = decode_worker_failure(text)
-    if decoded is not None:
-        return decoded
-    mismatch = re.search(
-        r"different version:? (\d+\.\d+)\S* than that in driver:? (\d+\.\d+)", text
-    )
-    if mismatch:
-        return PythonVersionMismatchError(
-            server_version=mismatch.group(1), client_version=mismatch.group(2)
-        )
-    unreadable = _unreadable_log_file(text)
-    if unreadable is not None:
-        return unreadable
-    if "No module named 'pyarrow'" in text:
-        return ServerEnvironmentError(
-            message="The Spark Connect server's Python workers have no pyarrow. Point the "
-            "server's PYSPARK_PYTHON at a Python with pyarrow installed."
-        )
-    return exc if isinstance(exc, Exception) else RuntimeError(text)
-
-
-#: Spark's error when a file source cannot read a file: its sub-class, then the file, which
-#: Spark ends with a period (the path itself may hold spaces).
-_FAILED_READ_FILE = re.compile(
-    r"\[(FAILED_READ_FILE\.\w+)\] Encountered error while reading file (.+?)\.(?:\s|$)"
-)
-#: Left to ``plans.loading.malformed_commits_reported``, which also names the line.
-_MALFORMED_RECORD = "MALFORMED_RECORD_IN_PARSING"
-
-
-def _unreadable_log_file(text: str) -> Exception | None:
-    """``DELTA_CORRUPT_LOG_FILE`` for Spark's failure to read a file of a ``_delta_log`` (a
-    checkpoint or sidecar that is not parquet, or damaged); None for any other failure."""
-    from delta_connect_py.errors import CorruptLogFileError
-
-    found = _FAILED_READ_FILE.search(text)
-    if found is None or _MALFORMED_RECORD in text:
-        return None
-    condition, file = found.groups()
-    log_dir, separator, _ = file.partition("/_delta_log/")
-    if not separator:
-        return None  # a data file: not the log's
-    return CorruptLogFileError(
-        file=file, path=log_dir + "/_delta_log", reason=f"Spark could not read it ({condition})"
-    )

@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StructType
 
+from delta_connect_py import arguments
+from delta_connect_py.data import snapshot_to_df
 from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.plans.loading import (
     STATE_SPARK_SCHEMA,
@@ -46,14 +48,14 @@ if TYPE_CHECKING:
 
     from delta_connect_py.protocol.actions import Metadata, Protocol
     from delta_connect_py.protocol.segment import LogSegment
-    from delta_connect_py.table import DeltaTable
+    from delta_connect_py.table_log import TableLog
 
 
 @dataclass(frozen=True, eq=False)
 class Snapshot:
     """The table ``table`` at ``version``. Build it with ``DeltaTable.snapshot()``."""
 
-    table: DeltaTable
+    table: TableLog
     segment: LogSegment
     protocol_and_metadata: ProtocolAndMetadata
     snapshot_partitions: int | None = None
@@ -187,7 +189,7 @@ class Snapshot:
             and new_versions == list(range(self.version + 1, segment.version + 1))
         )
         if not reusable:
-            return table.snapshot(snapshot_partitions=self.snapshot_partitions)
+            return snapshot_of(table, snapshot_partitions=self.snapshot_partitions)
         pm = protocol_and_metadata(
             self.spark, new_commits, table.log_dir, previous=self.protocol_and_metadata
         )
@@ -329,8 +331,6 @@ class Snapshot:
 
     def to_df(self, columns: list[str] | None = None, filter: Any = None) -> DataFrame:
         """The table's rows at this snapshot (lazy). See ``delta_connect_py.data``."""
-        from delta_connect_py.data import snapshot_to_df
-
         return snapshot_to_df(self, columns=columns, filter=filter)
 
     def unpersist(self) -> None:
@@ -363,6 +363,38 @@ class Snapshot:
                 "setTransactions": list(state.set_transactions),
             },
         }
+
+
+def snapshot_of(
+    table: TableLog,
+    version: int | None = None,
+    *,
+    timestamp: datetime | str | None = None,
+    snapshot_partitions: int | None = None,
+) -> Snapshot:
+    """``table`` at ``version``, at the version active at ``timestamp``, or the latest
+    (``DeltaTable.snapshot``): the log listing and the protocol/metadata fast path, checked to
+    be readable."""
+    version, timestamp = arguments.version_or_timestamp("snapshot", version, timestamp)
+    arguments.optional_integer(
+        "snapshot",
+        "snapshot_partitions",
+        snapshot_partitions,
+        minimum=1,
+        what="a number of partitions for the state",
+    )
+    listing = table.list_log()
+    if timestamp is not None:
+        version = table.version_at(timestamp, listing)
+    segment, pm = table.loaded_segment(table.log_segment(version, listing), listing)
+    check_readable(pm.protocol, table.table_root, segment.version)
+    return Snapshot(
+        table=table,
+        segment=segment,
+        protocol_and_metadata=pm,
+        snapshot_partitions=snapshot_partitions,
+        created_at_ms=now_ms(),
+    )
 
 
 def _commits_after(segment: LogSegment, version: int) -> LogSegment:

@@ -22,7 +22,7 @@ import pyspark.sql.connect.functions as F
 
 from delta_connect_py.errors import FileReferencedNotFoundError
 from delta_connect_py.plans.spark import escape_glob, map_in_arrow, spark_schema, union_all
-from delta_connect_py.session import translate_server_error
+from delta_connect_py.server_errors import translate_server_error
 from delta_connect_py.worker.dv_rows import (
     DV_INPUT_SCHEMA,
     DV_ROWS_SCHEMA,

@@ -24,7 +24,7 @@ from pyspark.sql.connect.observation import Observation
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
-from delta_connect_py.session import translate_server_error
+from delta_connect_py.server_errors import translate_server_error
 from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:

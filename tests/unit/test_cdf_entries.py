@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from delta_connect_py.cdf import _entries, commit_timestamps_ms
+from delta_connect_py.cdf.commits import commit_timestamps_ms
+from delta_connect_py.cdf.rows import entries_of
 from delta_connect_py.data import data_file_location
 from delta_connect_py.protocol.cdf import IndexedFile, filter_cdc_actions, index_commit
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind, commit_name
@@ -19,7 +20,7 @@ def _files(version: int, lines: list[dict[str, Any]]) -> list[IndexedFile]:
 
 
 def _summary(lines: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    entries = _entries(ROOT, _files(1, lines), {1: 1000})
+    entries = entries_of(ROOT, _files(1, lines), {1: 1000})
     return [
         (
             e.location.rsplit("/", 1)[-1],

@@ -1,0 +1,152 @@
+"""The change data feed as a stream of micro-batches: ``DeltaTable.stream_cdf``.
+
+Responsibility: the micro-batch loop of delta-spark's CDF streaming source: a starting offset
+(the latest snapshot as inserts, a version, or a resumed offset of the same table), then batches
+of admitted file changes (:mod:`delta_connect_py.cdf.file_changes`) as ``(end offset, rows)``.
+
+Invariants: arguments are checked when ``stream_cdf`` is called, before any job; every batch gets
+fresh admission limits; offsets only move forward (``validate_offsets``); a resumed offset of
+another table raises ``DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+from delta_connect_py import arguments
+from delta_connect_py.cdf.commits import snapshot_at
+from delta_connect_py.cdf.file_changes import FileChanges, collect_file_changes
+from delta_connect_py.cdf.rows import changes_frame, entries_of
+from delta_connect_py.errors import DifferentDeltaTableReadByStreamingSourceError
+from delta_connect_py.protocol.actions import Metadata
+from delta_connect_py.protocol.cdf import (
+    BASE_INDEX,
+    AdmissionLimits,
+    DeltaSourceOffset,
+    next_offset,
+    validate_offsets,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from delta_connect_py.table_log import TableLog
+
+
+def _starting_offset(
+    table: TableLog, starting_version: int | None, offset: DeltaSourceOffset | str | None
+) -> DeltaSourceOffset:
+    listing = table.list_log()
+    latest = snapshot_at(table, listing, table.log_segment(None, listing).version)
+    if offset is not None:
+        parsed = DeltaSourceOffset.from_json(offset) if isinstance(offset, str) else offset
+        if parsed.reservoir_id != latest.metadata.id:
+            raise DifferentDeltaTableReadByStreamingSourceError(
+                path=table.table_root,
+                new_table_id=latest.metadata.id,
+                old_table_id=parsed.reservoir_id,
+                offset=parsed.to_json(),
+            )
+        return parsed
+    if starting_version is None:
+        return DeltaSourceOffset(latest.metadata.id, latest.version, BASE_INDEX, True)
+    return DeltaSourceOffset(latest.metadata.id, starting_version, BASE_INDEX, False)
+
+
+def batch_frame(table: TableLog, changes: FileChanges) -> DataFrame:
+    """The changed rows of one micro-batch's admitted files (lazy)."""
+    assert changes.metadata is not None, "a batch with files always has metadata"
+    entries = entries_of(table.table_root, changes.files, changes.timestamps)
+    return changes_frame(table.spark, changes.metadata, entries, table.table_root)
+
+
+def stream_cdf(
+    table: TableLog,
+    starting_version: int | None = None,
+    *,
+    offset: DeltaSourceOffset | str | None = None,
+    max_files_per_trigger: int | None = 1000,
+    max_bytes_per_trigger: int | str | None = None,
+    poll_seconds: float = 1.0,
+    stop_when_caught_up: bool = False,
+) -> Iterator[tuple[DeltaSourceOffset, DataFrame]]:
+    """Micro-batches ``(end offset, rows)`` of the change feed, like a readStream CDF source.
+
+    Without ``offset`` or ``starting_version`` the stream starts with the latest snapshot as
+    inserts; ``offset`` (a yielded offset, or its JSON) resumes strictly after it. When caught
+    up, it polls every ``poll_seconds`` (or returns if ``stop_when_caught_up``).
+
+    Each batch has the schema in effect at its first version: a commit that changes the schema,
+    partitioning or ``delta.*`` configuration ends the batch before it (the batch's offset then
+    has index ``METADATA_CHANGE_INDEX``, serialized with sourceVersion 3), and the following
+    batches have the new schema.
+
+    The arguments are checked when this is called, before any Spark job
+    (``DELTA_CONNECT_INVALID_ARGUMENT``); the jobs run as the batches are iterated.
+    """
+    function = "stream_cdf"
+    starting_version = arguments.cdf_version(function, starting_version, "starting_version")
+    if offset is not None and not isinstance(offset, (str, DeltaSourceOffset)):
+        raise arguments.invalid_type(
+            function, "offset", offset, "None, an offset yielded by stream_cdf or its to_json()"
+        )
+    max_files_per_trigger = arguments.optional_integer(
+        function, "max_files_per_trigger", max_files_per_trigger, minimum=1, what="files per batch"
+    )
+    if isinstance(poll_seconds, bool) or not isinstance(poll_seconds, (int, float)):
+        raise arguments.invalid_type(function, "poll_seconds", poll_seconds, "seconds, a number")
+    if poll_seconds < 0:
+        raise arguments.invalid_value(function, "poll_seconds", poll_seconds, "seconds >= 0")
+    bytes_expected = "None, a positive number of bytes or a size such as '512m' or '10g'"
+    if isinstance(max_bytes_per_trigger, bool) or not isinstance(
+        max_bytes_per_trigger, (int, str, type(None))
+    ):
+        raise arguments.invalid_type(
+            function, "max_bytes_per_trigger", max_bytes_per_trigger, bytes_expected
+        )
+    # AdmissionLimits are consumed as a batch admits files: every batch gets fresh ones, made
+    # once here first to check the arguments.
+    new_limits = partial(AdmissionLimits.of, max_files_per_trigger, max_bytes_per_trigger)
+    try:
+        new_limits()
+    except ValueError:
+        raise arguments.invalid_value(
+            function, "max_bytes_per_trigger", max_bytes_per_trigger, bytes_expected
+        ) from None
+    return _batches(table, starting_version, offset, new_limits, poll_seconds, stop_when_caught_up)
+
+
+def _batches(
+    table: TableLog,
+    starting_version: int | None,
+    offset: DeltaSourceOffset | str | None,
+    new_limits: Callable[[], AdmissionLimits],
+    poll_seconds: float,
+    stop_when_caught_up: bool,
+) -> Iterator[tuple[DeltaSourceOffset, DataFrame]]:
+    """``stream_cdf``'s batches, its arguments checked."""
+    previous = _starting_offset(table, starting_version, offset)
+    known: dict[int, Metadata] = {}
+    while True:
+        changes = collect_file_changes(
+            table,
+            previous.reservoir_version,
+            previous.index,
+            previous.is_starting_version,
+            new_limits(),
+            None,
+            known,
+        )
+        known = changes.metadata_by_version or known
+        current = next_offset(previous, changes.files)
+        if current == previous:
+            if stop_when_caught_up:
+                return
+            time.sleep(poll_seconds)
+            continue
+        validate_offsets(previous, current)
+        yield current, batch_frame(table, changes)
+        previous = current

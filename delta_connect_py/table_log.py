@@ -1,0 +1,218 @@
+"""A Delta table's location and its log: listing, log segments and commit timestamps.
+
+Responsibility: :class:`TableLog` turns a user's path into the table root and ``_delta_log``
+location the server reads, lists the log, chooses a log segment (latest, a version, or the
+version active at a timestamp) and loads its protocol and metadata, retrying from earlier
+checkpoints where one cannot be read. It is what the feature modules (snapshots, history,
+checkpoints, the change data feed) read a table through; :class:`~delta_connect_py.table.DeltaTable`
+is the public facade over it.
+
+Invariants: a TableLog holds no table state (every call lists the log afresh), so versions never
+change in place; table paths are kept in Hadoop's unescaped form (``file:/a b``) and escaped for
+globbing only where handed to a Spark reader.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+from typing import TYPE_CHECKING
+
+import pyspark.sql.connect.functions as F
+
+from delta_connect_py import arguments
+from delta_connect_py.errors import (
+    CorruptLogFileError,
+    DeltaError,
+    InvalidTimestampError,
+    MissingDeltaTableError,
+)
+from delta_connect_py.plans.listing import LogListing, list_log
+from delta_connect_py.plans.loading import (
+    COMMIT_SPARK_SCHEMA,
+    malformed_commits_reported,
+    read_commits,
+)
+from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
+from delta_connect_py.plans.spark import collect, map_in_arrow
+from delta_connect_py.protocol import properties as props
+from delta_connect_py.protocol.filenames import LogFile, LogFileKind
+from delta_connect_py.protocol.segment import (
+    LogSegment,
+    build_log_segment,
+    earliest_reconstructable_version,
+)
+from delta_connect_py.protocol.timestamps import CommitTimestamp, monotonize, version_at_timestamp
+from delta_connect_py.worker.stores import (
+    NO_STORAGE_OPTIONS,
+    AccessProbe,
+    StorageOptions,
+    check_worker_access,
+    probe_access,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+_SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
+#: delta-spark's ``spark.databricks.delta.snapshotLoading.maxRetries``: how many earlier
+#: checkpoints a snapshot tries when its checkpoint cannot be read.
+SNAPSHOT_LOADING_MAX_RETRIES = 2
+
+
+def qualify_table_path(path: str) -> str:
+    """``/a/b`` -> ``file:/a/b``; ``file:///a/b/`` -> ``file:/a/b``; other URIs unchanged."""
+    path = str(path)
+    if not _SCHEME.match(path):
+        path = "file:" + os.path.abspath(os.path.expanduser(path))
+    if path.startswith("file:"):
+        path = "file:/" + path[len("file:") :].lstrip("/")
+    return path.rstrip("/") if path.rstrip("/") else path
+
+
+@dataclass(frozen=True)
+class TableLog:
+    """The log of the Delta table at ``table_root``, read through ``spark``."""
+
+    spark: SparkSession
+    table_root: str
+    #: Credentials for what the server's Python workers do on the store themselves (see
+    #: ``DeltaTable.for_path``); never shown in ``repr``.
+    storage_options: StorageOptions = field(default=NO_STORAGE_OPTIONS, repr=False)
+
+    def check_worker_file_access(self, operation: str) -> None:
+        """Fail now, with a clear error, when the server's Python workers cannot write to this
+        table's store (a scheme pyarrow cannot open; no or wrong credentials): before
+        ``operation`` runs any job that writes."""
+        check_worker_access(self.table_root, operation)
+        if self.table_root.startswith("file:"):
+            return
+        probe = AccessProbe(operation, self.log_dir, self.storage_options)
+        job = map_in_arrow(self.spark.range(0, 1, 1, 1), partial(probe_access, probe), "id long")
+        collect(job)
+
+    @property
+    def log_dir(self) -> str:
+        return f"{self.table_root}/_delta_log"
+
+    def list_log(self) -> LogListing:
+        """Every log file with size and modification time (one Spark job)."""
+        return list_log(self.spark, self.log_dir, self.storage_options)
+
+    def log_segment(
+        self, version: int | None = None, listing: LogListing | None = None
+    ) -> LogSegment:
+        listing = listing or self.list_log()
+        if not listing.files:
+            raise MissingDeltaTableError(path=self.table_root, log_path=self.log_dir)
+        return build_log_segment(
+            self.table_root,
+            self.log_dir,
+            listing.files,
+            version=version,
+            last_checkpoint=listing.last_checkpoint,
+        )
+
+    def latest_version(self) -> int:
+        """The newest version (lists the log; reads no file content)."""
+        return self.log_segment().version
+
+    def loaded_segment(
+        self, segment: LogSegment, listing: LogListing
+    ) -> tuple[LogSegment, ProtocolAndMetadata]:
+        """``segment`` and its protocol and metadata; when its checkpoint cannot be read, the
+        same version rebuilt from an earlier checkpoint, or from commit 0.
+
+        delta-spark's snapshot-loading retries: at most ``SNAPSHOT_LOADING_MAX_RETRIES``
+        earlier checkpoints; the first error when none of them (nor the commits) rebuilds the
+        version. Only a failure to read a checkpoint file is retried: an unreadable commit
+        would be read again from any earlier checkpoint.
+        """
+        first_error: CorruptLogFileError | None = None
+        for _ in range(SNAPSHOT_LOADING_MAX_RETRIES + 1):
+            try:
+                return segment, protocol_and_metadata(self.spark, segment, self.log_dir)
+            except CorruptLogFileError as error:
+                if segment.checkpoint is None or not _reads_checkpoint(error, segment):
+                    if first_error is None:
+                        raise
+                    raise first_error from error
+                first_error = first_error or error
+                try:
+                    segment = build_log_segment(
+                        self.table_root,
+                        self.log_dir,
+                        listing.files,
+                        version=segment.version,
+                        checkpoint_before=segment.checkpoint.version,
+                    )
+                except DeltaError:
+                    raise first_error from None
+        assert first_error is not None
+        raise first_error
+
+    def version_at(self, timestamp: datetime | str, listing: LogListing | None = None) -> int:
+        """delta-spark's ``getActiveCommitAtTime``: the latest commit at or before ``timestamp``."""
+        if arguments.timestamp("version_at", timestamp) is None:
+            raise arguments.invalid_type(
+                "version_at", "timestamp", timestamp, arguments.TIMESTAMP_EXPECTED
+            )
+        listing = listing or self.list_log()
+        latest = self.log_segment(None, listing)
+        commits = self.commit_timestamps(listing, latest)
+        return version_at_timestamp(
+            commits,
+            to_epoch_ms(timestamp),
+            path=self.table_root,
+            earliest_version=earliest_reconstructable_version(listing.files),
+        )
+
+    def commit_timestamps(self, listing: LogListing, latest: LogSegment) -> list[CommitTimestamp]:
+        """Every listed commit's timestamp: monotonized file times, in-commit where enabled."""
+        commits = [f for f in listing.files if f.kind is LogFileKind.COMMIT]
+        file_times = monotonize([f.modification_time for f in commits])
+        timestamps = {f.version: t for f, t in zip(commits, file_times, strict=True)}
+        _, latest_pm = self.loaded_segment(latest, listing)
+        enablement = props.ict_enablement(latest_pm.metadata.configuration)
+        if props.in_commit_timestamps_enabled(latest_pm.metadata.configuration):
+            first_ict = enablement[0] if enablement else 0
+            timestamps.update(
+                self._in_commit_timestamps([f for f in commits if f.version >= first_ict])
+            )
+        return [CommitTimestamp(v, t) for v, t in sorted(timestamps.items())]
+
+    def _in_commit_timestamps(self, commits: list[LogFile]) -> dict[int, int]:
+        if not commits:
+            return {}
+        frame = read_commits(self.spark, commits).where(
+            F.col("commitInfo.inCommitTimestamp").isNotNull()
+        )
+        with malformed_commits_reported(self.spark, commits, self.table_root, COMMIT_SPARK_SCHEMA):
+            rows = collect(frame.select("version", "commitInfo.inCommitTimestamp"))
+        return {row["version"]: row["inCommitTimestamp"] for row in rows}
+
+
+def to_epoch_ms(timestamp: datetime | str) -> int:
+    """A datetime or ``"2024-01-01 00:00:00"`` string (UTC unless it has an offset) in ms."""
+    if isinstance(timestamp, str):
+        try:
+            timestamp = datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise InvalidTimestampError(timestamp=timestamp) from exc
+    if not isinstance(timestamp, datetime):
+        raise InvalidTimestampError(timestamp=timestamp)
+    if timestamp.tzinfo is None:
+        timestamp = timestamp.replace(tzinfo=timezone.utc)
+    return int(timestamp.timestamp() * 1000)
+
+
+def _reads_checkpoint(error: CorruptLogFileError, segment: LogSegment) -> bool:
+    """Whether the file ``error`` could not read is one of the segment's checkpoint files, or
+    a sidecar (which only a V2 checkpoint names)."""
+    assert segment.checkpoint is not None
+    file = error.message_parameters.get("file", "")
+    names = {checkpoint_file.name for checkpoint_file in segment.checkpoint.files}
+    return file.rsplit("/", 1)[-1] in names or "/_delta_log/_sidecars/" in file
