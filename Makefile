@@ -8,6 +8,7 @@
 #   make lint    ruff check, ruff format --check, mypy
 #   make test-container  the image (Docker installed if missing) and a test subset against it
 #   make test-spark40  conformance + a subset against a pip Spark 4.0 server, 4.1 and 4.0 clients
+#   make test-wheel  build the sdist and wheel, install the wheel in a fresh venv, smoke-test it
 #
 # Environments (created on first use, reinstalled when pyproject.toml changes):
 #   .venv         pip install -e '.[local,test,dev]'  full pyspark + Java: runs the server
@@ -40,11 +41,11 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	test-retries test-cluster test-object-store test-spark40 delta-jars s3a-jars moto-venv lint \
+	test-retries test-cluster test-object-store test-spark40 test-wheel delta-jars s3a-jars moto-venv lint \
 	server test-container image compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,18p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,19p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -151,6 +152,11 @@ test-cluster: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 # alone); server/spark40-ci.sh builds and caches both venvs.
 test-spark40: $(WORKER)/.installed $(THIN)/.installed
 	server/spark40-ci.sh $(PYTEST_ARGS)
+
+# The wheel as a user installs it: built, installed with [client] into a fresh venv outside the
+# repository, and run against a local server (server/wheel-smoke.sh).
+test-wheel: $(VENV)/.installed-dev $(WORKER)/.installed
+	server/wheel-smoke.sh
 
 delta-jars:
 	server/fetch-delta-jars.sh
