@@ -13,14 +13,35 @@ It needs a pyspark 4.0+ Spark Connect client, which it does not install by defau
 platform's own pyspark is never replaced): ``pip install 'delta-connect-py[client]'``.
 """
 
+#: The package's version, its one source: pyproject.toml reads it (``[tool.setuptools.dynamic]``).
+__version__ = "0.1.0"
+
 from delta_connect_py.pyspark_client import require_connect_client
 
 require_connect_client()  # before any module below imports pyspark
 
+from delta_connect_py.cdf import CdfBatch, FileChanges  # noqa: E402
+from delta_connect_py.checkpoints import CheckpointResult  # noqa: E402
 from delta_connect_py.errors import DeltaError  # noqa: E402
+from delta_connect_py.plans.state import State  # noqa: E402
+from delta_connect_py.protocol.cdf import DeltaSourceOffset  # noqa: E402
+from delta_connect_py.protocol.file_filters import Filter, FilterTerm, FilterValue  # noqa: E402
 from delta_connect_py.session import connect  # noqa: E402
 from delta_connect_py.snapshot import Snapshot  # noqa: E402
 from delta_connect_py.table import DeltaTable  # noqa: E402
 
-__all__ = ["DeltaError", "DeltaTable", "Snapshot", "connect"]
-__version__ = "0.1.0"
+__all__ = [
+    "CdfBatch",
+    "CheckpointResult",
+    "DeltaError",
+    "DeltaSourceOffset",
+    "DeltaTable",
+    "FileChanges",
+    "Filter",
+    "FilterTerm",
+    "FilterValue",
+    "Snapshot",
+    "State",
+    "__version__",
+    "connect",
+]

@@ -43,6 +43,7 @@ before any file is deleted, and a failure to write it deletes nothing.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import uuid
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ from delta_connect_py.errors import (
     CheckpointUnsupportedError,
     MissingDeltaTableError,
 )
+from delta_connect_py.job_log import logged_job
 from delta_connect_py.plans.file_keys import action_path, is_file_action
 from delta_connect_py.plans.loading import read_checkpoint_files
 from delta_connect_py.plans.replay import PARSED_STATS_COLUMN
@@ -136,18 +138,31 @@ SERIAL_PARSE_BYTES = 16 << 20
 #: How many of a checkpoint's files ``repr(CheckpointResult)`` names.
 SHOWN_FILES = 3
 
+_log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True)
 class CheckpointResult:
-    """What :func:`create_checkpoint` published."""
+    """What ``DeltaTable.create_checkpoint()`` published.
+
+    Example:
+        >>> result = dt.create_checkpoint()
+        >>> result.version, result.parts, result.paths[0]
+        (12, 1, 'file:/data/events/_delta_log/00000000000000000012.checkpoint.parquet')
+    """
+
+    #: The version checkpointed.
 
     version: int
     #: Files of the checkpoint proper: parts (classic, multi-part) or 1 (V2 top-level file).
     parts: int
     #: Every file written: the parts, or the V2 top-level file followed by its sidecars.
     paths: tuple[str, ...]
+    #: Actions written (files, tombstones, protocol, metadata, transactions, ...).
     num_actions: int
+    #: Bytes of every file written.
     size_in_bytes: int
+    #: Live data files the checkpoint holds (checked equal to the snapshot's before publishing).
     num_of_add_files: int
     #: The ``_last_checkpoint`` text written; None when a newer hint was kept.
     last_checkpoint: str | None
@@ -485,7 +500,8 @@ def create_checkpoint(
     version, part_size = checkpoint_arguments(table, version, part_size)
     snapshot = snapshot_of(table, version)
     try:
-        return write_checkpoint(snapshot, part_size)
+        with logged_job(_log, "checkpoint write", table=table.table_root, version=snapshot.version):
+            return write_checkpoint(snapshot, part_size)
     finally:
         snapshot.unpersist()
 
@@ -576,7 +592,11 @@ def cleanup_metadata(
     delete job runs even when no log file has expired, so that stale staging folders are
     always swept.
     """
-    now = now_ms() if now is None else now
+    with logged_job(_log, "log cleanup", table=table.table_root, dry_run=dry_run):
+        return _cleanup_metadata(table, dry_run, now_ms() if now is None else now)
+
+
+def _cleanup_metadata(table: TableLog, dry_run: bool, now: int) -> list[str]:
     cleanup = plan_table_cleanup(table, now)
     plan = cleanup.plan
     if cleanup.compat_source is not None and not dry_run:

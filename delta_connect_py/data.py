@@ -58,6 +58,7 @@ from delta_connect_py.protocol.deletion_vectors import (
 )
 from delta_connect_py.protocol.file_filters import (
     Disjunction,
+    Filter,
     Predicate,
     column_stats,
     parse_filter,
@@ -352,7 +353,7 @@ def _parse_stats(text: str | None) -> dict[str, Any] | None:
     return parsed if isinstance(parsed, dict) else None
 
 
-def select_files(snapshot: SnapshotView, filter: Any = None) -> list[DataFile]:
+def select_files(snapshot: SnapshotView, filter: Filter | None = None) -> list[DataFile]:
     """The live data files a read of ``snapshot`` with ``filter`` scans (one Spark job).
 
     Files are dropped by partition pruning (filters on partition columns) and data skipping
@@ -535,7 +536,7 @@ def filter_column(filter: Disjunction, paths: dict[str, FieldPath]) -> Column:
 
 
 def snapshot_to_df(
-    snapshot: SnapshotView, columns: list[str] | None = None, filter: Any = None
+    snapshot: SnapshotView, columns: list[str] | None = None, filter: Filter | None = None
 ) -> DataFrame:
     """The table's rows at ``snapshot`` (lazy, apart from the file listing and DV decoding).
 

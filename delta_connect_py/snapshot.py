@@ -17,6 +17,7 @@ proportional to the table is collected to the client.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -29,6 +30,7 @@ from pyspark.sql.types import StructType
 from delta_connect_py import arguments
 from delta_connect_py.data import snapshot_to_df
 from delta_connect_py.errors import StateRecoverError
+from delta_connect_py.job_log import logged_job
 from delta_connect_py.plans.loading import (
     STATE_SPARK_SCHEMA,
     load_actions,
@@ -47,13 +49,29 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from delta_connect_py.protocol.actions import Metadata, Protocol
+    from delta_connect_py.protocol.file_filters import Filter
     from delta_connect_py.protocol.segment import LogSegment
     from delta_connect_py.table_log import TableLog
 
 
+_log = logging.getLogger(__name__)
+
+
 @dataclass(frozen=True, eq=False)
 class Snapshot:
-    """The table ``table`` at ``version``. Build it with ``DeltaTable.snapshot()``."""
+    """The table ``table`` at ``version``: an immutable value. Build it with
+    ``DeltaTable.snapshot()``.
+
+    Its version, timestamp, protocol, metadata, schema and properties are known without a job.
+    The file-level state (``state``, ``all_files()``, ``tombstones()``, ``transactions``,
+    ``to_df()``) is replayed from the log on the server the first time one of them is used and
+    kept there (``unpersist()`` releases it).
+
+    Example:
+        >>> snap = DeltaTable.for_path(spark, "/data/events").snapshot()
+        >>> snap.version, snap.partition_columns
+        (12, ('region',))
+    """
 
     table: TableLog
     segment: LogSegment
@@ -80,18 +98,22 @@ class Snapshot:
 
     @property
     def spark(self) -> SparkSession:
+        """The Spark Connect session the snapshot reads through."""
         return self.table.spark
 
     @property
     def version(self) -> int:
+        """The table version this snapshot is of."""
         return self.segment.version
 
     @property
     def protocol(self) -> Protocol:
+        """The ``protocol`` action in force: reader and writer versions and table features."""
         return self.protocol_and_metadata.protocol
 
     @property
     def metadata(self) -> Metadata:
+        """The ``metaData`` action in force: id, schema, partition columns, configuration."""
         return self.protocol_and_metadata.metadata
 
     @property
@@ -104,14 +126,18 @@ class Snapshot:
 
     @property
     def timestamp(self) -> datetime:
+        """``timestamp_ms`` as a UTC ``datetime``."""
         return datetime.fromtimestamp(self.timestamp_ms / 1000, tz=timezone.utc)
 
     @property
     def schema(self) -> StructType:
+        """The table schema as a Spark ``StructType`` (logical names; column mapping metadata
+        kept in the fields' metadata)."""
         return StructType.fromJson(self.metadata.schema_json)
 
     @property
     def partition_columns(self) -> tuple[str, ...]:
+        """The partition columns' names, in order (empty for an unpartitioned table)."""
         return self.metadata.partition_columns
 
     @property
@@ -134,6 +160,14 @@ class Snapshot:
 
     @cached_property
     def _reconstructed(self) -> ReconstructedState:
+        with logged_job(
+            _log, "state reconstruction", table=self.table.table_root, version=self.version
+        ):
+            return self._replay()
+
+    def _replay(self) -> ReconstructedState:
+        """The log segment's actions replayed on the server (from the earlier snapshot's state
+        after ``update``), kept there as a local checkpoint."""
         previous = self.previous
         segment = (
             self.segment if previous is None else _commits_after(self.segment, previous.version)
@@ -175,7 +209,16 @@ class Snapshot:
 
         When this snapshot's state has been computed and the log has only grown by commits
         since (no newer checkpoint), only the new commits are read and replayed; otherwise this
-        is ``table.snapshot()``. Returns ``self`` when there is no new version.
+        is ``table.snapshot()``.
+
+        Returns:
+            The latest snapshot; ``self`` when there is no new version.
+
+        Raises:
+            DeltaError: as ``DeltaTable.snapshot()``.
+
+        Example:
+            >>> snap = snap.update()  # a poller: cheap when a few commits were added
         """
         table = self.table
         segment = table.log_segment()
@@ -204,7 +247,8 @@ class Snapshot:
         )
 
     def state_df(self) -> DataFrame:
-        """The reconstructed state, one action per row as a checkpoint holds it.
+        """The reconstructed state, one action per row as a checkpoint holds it (``add``,
+        ``remove``, ``metaData``, ``protocol``, ``txn``, ``domainMetadata`` columns).
 
         The first call runs the replay of the commits (a Spark job) and keeps its result on the
         server as a local checkpoint; later calls and queries reuse it, and read the untouched
@@ -230,11 +274,30 @@ class Snapshot:
 
     @cached_property
     def state(self) -> State:
-        """delta-spark's computedState (runs one Spark query the first time, or after an
-        update only a probe of its keys, see ``plans.replay``)."""
-        state = self._state_on_base_sums()
-        if state is None:
-            state = self._queried_state()
+        """delta-spark's ``computedState``: counts and sizes of the live files, tombstones,
+        transactions and domain metadata.
+
+        Not a plain attribute: the first read runs the state job (the replay of the log on the
+        server, then one query of aggregations over it; after ``update()`` only the new commits
+        are replayed). Its start and end are logged at INFO on the ``delta_connect_py`` logger.
+
+        Returns:
+            A :class:`~delta_connect_py.plans.state.State`.
+
+        Raises:
+            DeltaError: ``DELTA_STATE_RECOVER_ERROR`` when the replayed protocol or metadata
+                differ from the snapshot's; ``DELTA_CORRUPT_LOG_FILE`` for an unreadable log
+                file; ``DELTA_DELETION_VECTOR_INVALID`` or ``DELTA_FILE_NOT_FOUND_DETAILED`` for
+                files the log names that cannot be read.
+
+        Example:
+            >>> snap.state.num_of_files, snap.state.size_in_bytes
+            (40, 1048576)
+        """
+        with logged_job(_log, "state", table=self.table.table_root, version=self.version):
+            state = self._state_on_base_sums()
+            if state is None:
+                state = self._queried_state()
         self._check_recovered(state)
         return state
 
@@ -317,33 +380,104 @@ class Snapshot:
         )
 
     def all_files(self) -> DataFrame:
-        """Live ``add`` actions, one row each, the protocol's add fields as columns (lazy)."""
+        """The live data files: one row per ``add`` action, its fields as columns (``path``,
+        ``partitionValues``, ``size``, ``modificationTime``, ``stats``, ``deletionVector``, ...).
+
+        Lazy, but the first call runs the state reconstruction (as ``state``).
+
+        Example:
+            >>> snap.all_files().select("path", "size").show()
+        """
         return self.state_df().where(F.col("add.path").isNotNull()).select("add.*")
 
     def tombstones(self) -> DataFrame:
-        """Unexpired ``remove`` actions, one row each (lazy)."""
+        """The unexpired tombstones: one row per ``remove`` action within the table's
+        ``delta.deletedFileRetentionDuration``. Lazy, as ``all_files()``.
+
+        Example:
+            >>> snap.tombstones().count()
+            3
+        """
         return self.state_df().where(F.col("remove.path").isNotNull()).select("remove.*")
 
     @property
     def transactions(self) -> dict[str, int]:
-        """appId -> version of the retained ``txn`` actions (runs the state job once)."""
+        """The retained ``txn`` actions: application id -> its last committed version.
+
+        Not a plain attribute: the first read runs the state job (the replay of the log on the
+        server and one query over it, as for :attr:`state`) unless the state is known already;
+        that run is logged at INFO on the ``delta_connect_py`` logger.
+
+        Returns:
+            ``{appId: version}``; empty when the table has no transactions.
+
+        Raises:
+            DeltaError: as :attr:`state`.
+
+        Example:
+            >>> snap.transactions
+            {'ingest-job': 41}
+        """
+        if not self.state_known:
+            _log.info(
+                "Snapshot.transactions of %s version %d runs the state job",
+                self.table.table_root,
+                self.version,
+            )
         return {txn["appId"]: txn["version"] for txn in self.state.set_transactions}
 
-    def to_df(self, columns: list[str] | None = None, filter: Any = None) -> DataFrame:
-        """The table's rows at this snapshot (lazy). See ``delta_connect_py.data``."""
+    def to_df(self, columns: list[str] | None = None, filter: Filter | None = None) -> DataFrame:
+        """The table's rows at this snapshot, as a lazy DataFrame read from its data files.
+
+        Deletion vectors are applied, partition values joined in, and physical column names
+        (column mapping) turned into the schema's. With ``filter``, files are pruned by
+        partition values and skipped by column statistics where the log proves no row can
+        match; the filter is also applied to the rows, so the result is exact.
+
+        Args:
+            columns: the columns to return, in this order; None for all.
+            filter: a :data:`~delta_connect_py.Filter`: one ``(column, op, value)`` term, a list
+                of terms (all must hold), or a list of such lists (any of them).
+
+        Returns:
+            The rows (the state job runs first if it has not, to list the files).
+
+        Raises:
+            DeltaError: ``DELTA_CONNECT_INVALID_ARGUMENT`` (an unknown column or a malformed
+                filter, before any job); ``DELTA_FILE_NOT_FOUND_DETAILED`` (a data file the log
+                names is missing); ``DELTA_DELETION_VECTOR_INVALID``.
+
+        Example:
+            >>> snap.to_df(["order_id", "qty"], filter=[("region", "=", "EU"), ("qty", ">", 2)])
+            DataFrame[order_id: bigint, qty: int]
+        """
         return snapshot_to_df(self, columns=columns, filter=filter)
 
     def unpersist(self) -> None:
         """Release the server-side copy of the reconstructed state.
 
-        The local checkpoint is released on the server once no DataFrame refers to it; a later
-        ``state_df()`` replays again.
+        The server frees it once no DataFrame refers to it; a later ``state`` or
+        ``all_files()`` replays the log again.
+
+        Example:
+            >>> snap.unpersist()
         """
         self.__dict__.pop("_state_df", None)
         self.__dict__.pop("_reconstructed", None)
 
     def describe(self) -> dict[str, Any]:
-        """Version, protocol, metadata and computed state as plain values (runs the state job)."""
+        """The snapshot as plain values (JSON-ready), as ``delta-connect describe`` prints it.
+
+        Runs the state job if ``state`` is not known yet.
+
+        Returns:
+            ``path``, ``version``, ``timestamp``, ``protocol``, ``metadata``, ``properties`` and
+            ``state`` (delta-spark's ``computedState`` field names).
+
+        Example:
+            >>> snap.describe()["state"]["numOfFiles"]
+            40
+        """
         state = self.state
         return {
             "path": self.table.table_root,

@@ -96,6 +96,7 @@ class TableLog:
 
     @property
     def log_dir(self) -> str:
+        """The ``_delta_log`` folder's URI."""
         return f"{self.table_root}/_delta_log"
 
     def list_log(self) -> LogListing:
@@ -105,6 +106,8 @@ class TableLog:
     def log_segment(
         self, version: int | None = None, listing: LogListing | None = None
     ) -> LogSegment:
+        """The log files that make up ``version`` (None: the latest): a checkpoint and the
+        commits after it (lists the log unless given ``listing``; reads no file content)."""
         listing = listing or self.list_log()
         if not listing.files:
             raise MissingDeltaTableError(path=self.table_root, log_path=self.log_dir)

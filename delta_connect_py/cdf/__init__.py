@@ -70,13 +70,14 @@ from delta_connect_py.cdf.rows import (
     cdf_schema,
     changes_frame,
 )
-from delta_connect_py.cdf.stream import batch_frame, stream_cdf
+from delta_connect_py.cdf.stream import CdfBatch, batch_frame, stream_cdf
 
 __all__ = [
     "CDF_COLUMNS",
     "CHANGE_TYPE",
     "COMMIT_TIMESTAMP",
     "COMMIT_VERSION",
+    "CdfBatch",
     "FileChanges",
     "batch_frame",
     "cdf_file_changes",

@@ -11,6 +11,7 @@ result schema.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -37,6 +38,7 @@ from delta_connect_py.errors import (
     NoStartForCdcReadError,
     TimestampGreaterThanCommitError,
 )
+from delta_connect_py.job_log import logged_job
 from delta_connect_py.protocol.cdf import index_commit
 from delta_connect_py.protocol.timestamps import format_timestamp_ms
 from delta_connect_py.table_log import to_epoch_ms
@@ -46,6 +48,9 @@ if TYPE_CHECKING:
 
     from delta_connect_py.plans.listing import LogListing
     from delta_connect_py.table_log import TableLog
+
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -122,14 +127,30 @@ def load_cdf(
         ending_timestamp,
         ("ending_version", "ending_timestamp"),
     )
+    with logged_job(_log, "change data feed read", table=table.table_root):
+        return _load_cdf(
+            table,
+            (starting_version, starting_timestamp),
+            (ending_version, ending_timestamp),
+            allow_out_of_range,
+        )
+
+
+def _load_cdf(
+    table: TableLog,
+    starting: tuple[int | None, datetime | str | None],
+    ending: tuple[int | None, datetime | str | None],
+    allow_out_of_range: bool,
+) -> DataFrame:
+    """``load_cdf`` with its arguments checked: the range's jobs, and its lazy rows."""
     listing = table.list_log()
     latest = table.log_segment(None, listing).version
     window = _resolve_range(
         table,
         listing,
         latest,
-        (starting_version, starting_timestamp),
-        (ending_version, ending_timestamp),
+        starting,
+        ending,
         allow_out_of_range,
     )
     if window.empty or window.start > latest:

@@ -13,6 +13,7 @@ effect at ``from_version``; a commit whose metadata changes the schema, partitio
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from delta_connect_py.cdf.commits import (
     require_commits,
     snapshot_at,
 )
+from delta_connect_py.job_log import logged_job
 from delta_connect_py.plans.spark import collect
 from delta_connect_py.protocol.actions import Metadata
 from delta_connect_py.protocol.cdf import (
@@ -45,16 +47,32 @@ if TYPE_CHECKING:
     from delta_connect_py.table_log import TableLog
 
 
+_log = logging.getLogger(__name__)
+
+
 @dataclass(frozen=True)
 class FileChanges:
-    """``getFileChangesForCDC``'s files plus what is needed to turn them into rows."""
+    """The files ``DeltaTable.cdf_file_changes()`` admits, and what turns them into rows.
 
+    A sequence of :class:`~delta_connect_py.protocol.cdf.IndexedFile` (``version``, ``index``,
+    ``kind``, ``path``, the action), in offset order, with BASE/END sentinels.
+
+    Example:
+        >>> changes = dt.cdf_file_changes(0, is_starting_version=True, max_files=10)
+        >>> [(f.version, f.index, f.kind) for f in changes][:2]
+        [(0, -100, None), (0, 0, 'add')]
+    """
+
+    #: The admitted files, in offset order.
     files: list[IndexedFile]
     #: The metadata every file here is read with: the one in effect at ``from_version`` (a
     #: metadata change after it ends the files with a schema-change barrier).
     metadata: Metadata | None
+    #: Each version's commit timestamp, in ms since the epoch.
     timestamps: dict[int, int]
+    #: The table id (``metaData.id``) offsets carry.
     reservoir_id: str
+    #: The metadata in effect at each version reached.
     metadata_by_version: dict[int, Metadata]
 
     def __iter__(self) -> Iterator[IndexedFile]:
@@ -94,6 +112,25 @@ def collect_file_changes(
     limits: AdmissionLimits | None,
     end_offset: DeltaSourceOffset | None,
     known: Mapping[int, Metadata] | None = None,
+) -> FileChanges:
+    """The file changes after ``(from_version, from_index)`` (see ``cdf_file_changes``); the
+    metadata of ``known`` versions is not read again."""
+    with logged_job(
+        _log, "change data feed file changes", table=table.table_root, after=from_version
+    ):
+        return _collect_file_changes(
+            table, from_version, from_index, is_starting_version, limits, end_offset, known
+        )
+
+
+def _collect_file_changes(
+    table: TableLog,
+    from_version: int,
+    from_index: int,
+    is_starting_version: bool,
+    limits: AdmissionLimits | None,
+    end_offset: DeltaSourceOffset | None,
+    known: Mapping[int, Metadata] | None,
 ) -> FileChanges:
     listing = table.list_log()
     latest = table.log_segment(None, listing).version

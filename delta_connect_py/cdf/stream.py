@@ -14,7 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeAlias
+
+from pyspark.sql import DataFrame
 
 from delta_connect_py import arguments
 from delta_connect_py.cdf.commits import snapshot_at
@@ -31,9 +33,12 @@ from delta_connect_py.protocol.cdf import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
-
     from delta_connect_py.table_log import TableLog
+
+
+#: One micro-batch of :func:`stream_cdf`: the offset a later call resumes after (pass it, or its
+#: ``to_json()``, as ``offset=``) and the batch's changed rows.
+CdfBatch: TypeAlias = tuple[DeltaSourceOffset, DataFrame]
 
 
 def _starting_offset(
@@ -72,7 +77,7 @@ def stream_cdf(
     max_bytes_per_trigger: int | str | None = None,
     poll_seconds: float = 1.0,
     stop_when_caught_up: bool = False,
-) -> Iterator[tuple[DeltaSourceOffset, DataFrame]]:
+) -> Iterator[CdfBatch]:
     """Micro-batches ``(end offset, rows)`` of the change feed, like a readStream CDF source.
 
     Without ``offset`` or ``starting_version`` the stream starts with the latest snapshot as
@@ -126,7 +131,7 @@ def _batches(
     new_limits: Callable[[], AdmissionLimits],
     poll_seconds: float,
     stop_when_caught_up: bool,
-) -> Iterator[tuple[DeltaSourceOffset, DataFrame]]:
+) -> Iterator[CdfBatch]:
     """``stream_cdf``'s batches, its arguments checked."""
     previous = _starting_offset(table, starting_version, offset)
     known: dict[int, Metadata] = {}

@@ -51,18 +51,35 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class State:
-    """delta-spark's ``computedState``, as plain values."""
+    """delta-spark's ``computedState`` of a snapshot, as plain values (``Snapshot.state``).
 
+    Example:
+        >>> state = snap.state
+        >>> state.num_of_files, state.size_in_bytes
+        (40, 1048576)
+    """
+
+    #: Total size of the live data files, in bytes.
     size_in_bytes: int
+    #: Live data files (``add`` actions).
     num_of_files: int
+    #: Unexpired tombstones (``remove`` actions).
     num_of_removes: int
+    #: ``metaData`` actions (1 for a valid table).
     num_of_metadata: int
+    #: ``protocol`` actions (1 for a valid table).
     num_of_protocol: int
+    #: Retained ``txn`` actions.
     num_of_set_transactions: int
+    #: Live ``domainMetadata`` actions.
     num_of_domain_metadata: int
+    #: The retained ``txn`` actions (``appId``, ``version``, ``lastUpdated``).
     set_transactions: tuple[dict[str, Any], ...]
+    #: The live ``domainMetadata`` actions.
     domain_metadata: tuple[dict[str, Any], ...]
+    #: The ``metaData`` action the replay found (equal to ``Snapshot.metadata``).
     metadata: Metadata
+    #: The ``protocol`` action the replay found (equal to ``Snapshot.protocol``).
     protocol: Protocol
 
 

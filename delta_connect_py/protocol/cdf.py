@@ -51,11 +51,22 @@ _NOOP_MERGE_METRICS = ("numTargetRowsInserted", "numTargetRowsUpdated", "numTarg
 
 @dataclass(frozen=True)
 class DeltaSourceOffset:
-    """A position in a table's change feed; ordered by ``(reservoir_version, index)``."""
+    """A position in a table's change feed (delta-spark's ``DeltaSourceOffset``), ordered by
+    ``(reservoir_version, index)``: what ``DeltaTable.stream_cdf()`` yields with each batch and
+    takes back, or its ``to_json()`` text, to resume after it.
 
+    Example:
+        >>> saved = offset.to_json()  # store it with the batch's output
+        >>> dt.stream_cdf(offset=saved)  # later: resume strictly after it
+    """
+
+    #: The table id (``metaData.id``): an offset of another table is refused.
     reservoir_id: str
+    #: The version the offset is in.
     reservoir_version: int
+    #: The position within that version (``BASE_INDEX``: before its first file).
     index: int
+    #: Whether the stream started with the snapshot at ``reservoir_version`` as inserts.
     is_starting_version: bool
 
     def __post_init__(self) -> None:
@@ -90,6 +101,8 @@ class DeltaSourceOffset:
         }
 
     def to_json(self) -> str:
+        """delta-spark's offset JSON, e.g. ``{"sourceVersion":1,"reservoirId":"...",
+        "reservoirVersion":3,"index":-1,"isStartingVersion":false}``."""
         return json.dumps(self.to_dict(), separators=(",", ":"))
 
     @classmethod

@@ -22,7 +22,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, TypeAlias
 
 from delta_connect_py import arguments
 
@@ -37,6 +37,19 @@ _INTEGER_TYPES = frozenset({"byte", "short", "integer", "long"})
 #: delta-spark truncates string statistics to this many characters; a maximum this long may be
 #: a truncated prefix and is not used.
 STRING_STATS_PREFIX_LENGTH = 32
+
+
+#: A value a filter compares a column with: a Python literal of the column's type.
+FilterScalar: TypeAlias = bool | int | float | Decimal | str | bytes | dt.date | dt.datetime
+#: A filter term's value: a literal, or for ``in`` / ``not in`` a non-empty list of them.
+FilterValue: TypeAlias = FilterScalar | Sequence[FilterScalar]
+#: One predicate, ``(column, op, value)``: ``column`` a column name or the dotted path of a
+#: nested struct field; ``op`` one of ``=``, ``==``, ``!=``, ``<``, ``<=``, ``>``, ``>=``,
+#: ``in``, ``not in``. Example: ``("region", "=", "EU")``, ``("qty", "in", [1, 2])``.
+FilterTerm: TypeAlias = tuple[str, str, FilterValue]
+#: A row filter as pyarrow's ``filters`` take it: one term, a list of terms (all must hold), or
+#: a list of such lists (rows pass when every term of some list holds). None: no filter.
+Filter: TypeAlias = FilterTerm | Sequence[FilterTerm] | Sequence[Sequence[FilterTerm]]
 
 
 @dataclass(frozen=True)
@@ -57,7 +70,7 @@ Conjunction = tuple[Predicate, ...]
 Disjunction = tuple[Conjunction, ...]
 
 
-def parse_filter(filter: Any, function: str = "to_df") -> Disjunction:
+def parse_filter(filter: Filter | None, function: str = "to_df") -> Disjunction:
     """Validate a filter: None, one ``(column, op, value)`` tuple, a list of them (AND), or a
     list of such lists (OR of the ANDs; pyarrow's disjunctive normal form). No filter is ``()``.
 
