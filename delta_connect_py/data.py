@@ -66,7 +66,7 @@ from delta_connect_py.protocol.file_filters import (
     stats_may_match,
 )
 from delta_connect_py.protocol.properties import column_mapping_mode
-from delta_connect_py.session import translate_server_error
+from delta_connect_py.spark_failures import caused_by, translate_server_error
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -390,7 +390,7 @@ def _read_parquet(snapshot: Snapshot, files: Sequence[DataFile]) -> DataFrame:
     try:
         frame.schema  # noqa: B018 - analysis checks every path exists
     except Exception as exc:
-        raise _missing_file_error(exc, snapshot, files) from exc
+        raise caused_by(_missing_file_error(exc, snapshot, files), exc) from None
     return frame.select(
         "*",
         file_key_column(F.col("_metadata.file_path")).alias(FILE_KEY),

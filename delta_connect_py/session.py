@@ -6,7 +6,13 @@ Connect session ready for our plans: our worker code is shipped by value (the se
 imports delta_connect_py), and once per session the server's Spark version is read and its
 Python version checked against ours.
 
-Invariants: shipping by value is registered before any of our functions is pickled; a server
+Invariants: a session ``connect`` returns retries an unanswered request for at most its bound
+(``server_timeout``, else ``DELTA_CONNECT_SERVER_TIMEOUT``, else 30 s; pyspark's own retry policy
+with fewer retries) and then raises ``SERVER_UNAVAILABLE``; ``connect`` never returns a stopped
+session or one its server no longer knows (a restarted server), it makes a new one; the library
+never relies on pyspark's active or default session (``active_session`` pins the session in use
+around the pyspark calls that look it up). Shipping by value is registered before any of our
+functions is pickled; a server
 older than Spark 4.0 raises :class:`~delta_connect_py.errors.UnsupportedServerVersionError`
 before any of our code runs on it; a server older than the client's Spark line gets the
 settings that client reads but the server does not define (``settings_for_server``) before any
@@ -20,23 +26,26 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
-import re
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark import __version__ as CLIENT_PYSPARK
 
 import delta_connect_py
+from delta_connect_py.arguments import shown
 from delta_connect_py.errors import (
+    InvalidArgumentError,
     PythonVersionMismatchError,
-    ServerEnvironmentError,
     UnsupportedServerVersionError,
 )
 from delta_connect_py.pyspark_client import spark_line
+from delta_connect_py.spark_failures import raising_delta_errors, translate_server_error
 from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
@@ -44,9 +53,15 @@ if TYPE_CHECKING:
 
     from delta_connect_py.embedded import EmbeddedServer
 
+__all__ = ["connect", "prepare_session", "translate_server_error"]
+
+logger = logging.getLogger("delta_connect_py")
+
 _embedded: EmbeddedServer | None = None
 _prepared_sessions: set[str] = set()
 _sessions: dict[str, SparkSession] = {}
+#: The address each session ``connect`` made was made for, by session id.
+_addresses: dict[str, str] = {}
 
 CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: The oldest Spark line whose Connect server runs our plans, and what we say is supported.
@@ -65,28 +80,172 @@ LOCAL_RELATION_CHUNK_CONF = {
 #: How long process exit waits for the server to release a session (an unreachable server
 #: would otherwise be retried for minutes).
 RELEASE_TIMEOUT_SECONDS = 5.0
+#: Environment variable and default of ``connect(server_timeout=...)``: how long, in seconds, a
+#: request to an unanswering server is retried before ``SERVER_UNAVAILABLE``.
+SERVER_TIMEOUT_ENV = "DELTA_CONNECT_SERVER_TIMEOUT"
+DEFAULT_SERVER_TIMEOUT_SECONDS = 30.0
 
 
-def connect(remote: str | None = None) -> SparkSession:
+def connect(remote: str | None = None, *, server_timeout: float | None = None) -> SparkSession:
     """A Spark Connect session: ``remote``, else ``$SPARK_REMOTE``, else the embedded server.
 
     The embedded server (a local Spark Connect server process on 127.0.0.1) is started on first
-    use and stopped when this Python process exits.
+    use and stopped when this Python process exits. ``server_timeout`` (else
+    ``$DELTA_CONNECT_SERVER_TIMEOUT``, else 30): seconds to retry a request the server does not
+    answer before raising ``SERVER_UNAVAILABLE``, for this call and every later one on the
+    session. A session that was stopped, or whose server was restarted, is replaced: after a
+    restart, call ``connect()`` again.
     """
     from pyspark.sql import SparkSession
 
+    bound = server_timeout_seconds(server_timeout)
     target = remote or os.environ.get("SPARK_REMOTE") or _embedded_remote()
     spark = _sessions.get(target)
-    if spark is None or getattr(spark, "is_stopped", False):
+    if spark is not None and not _still_served(spark):
+        _drop(target, spark)
+        spark = None
+    if spark is None:
         # create(), not getOrCreate(): the latter returns any open session, whatever its remote.
         spark = SparkSession.builder.remote(target).create()
         _sessions[target] = spark
+        _addresses[session_key(spark)] = target
         # Registered after the embedded server's own atexit hook, so it runs before the server
         # stops. Without it the server keeps the session, its cached states and its Python
         # worker processes until the session times out (an hour by default).
         atexit.register(_release, spark)
-    prepare_session(spark)
+    bound_retries(spark, bound)
+    with raising_delta_errors(spark):
+        prepare_session(spark)
     return spark
+
+
+def server_timeout_seconds(server_timeout: float | None) -> float:
+    """``server_timeout``, else ``$DELTA_CONNECT_SERVER_TIMEOUT``, else the default, checked."""
+    value: object = server_timeout
+    argument = "server_timeout"
+    if value is None and os.environ.get(SERVER_TIMEOUT_ENV):
+        value, argument = os.environ[SERVER_TIMEOUT_ENV], SERVER_TIMEOUT_ENV
+    if value is None:
+        return DEFAULT_SERVER_TIMEOUT_SECONDS
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if isinstance(value, bool) or not 0 <= seconds < float("inf"):
+        raise InvalidArgumentError(
+            function="connect",
+            argument=argument,
+            value=shown(value),
+            expected="a number of seconds, 0 or more",
+        )
+    return seconds
+
+
+class BoundedRetryPolicy:
+    """Marker base of the bounded policy (see :func:`bounded_retry_policy`)."""
+
+    bound_seconds: float
+
+
+def bounded_retry_policy(seconds: float) -> Any:
+    """pyspark's ``DefaultPolicy`` (same retried errors, same backoff growth and jitter) with
+    its backoff capped and as many retries as fit, jitter included, in ``seconds``."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    defaults = DefaultPolicy()
+    bound_ms = seconds * 1000
+    max_backoff = max(defaults.initial_backoff, min(defaults.max_backoff or bound_ms, bound_ms / 4))
+    retries, waited, backoff = 0, 0.0, float(defaults.initial_backoff)
+    while True:
+        jitter = defaults.jitter if backoff >= defaults.min_jitter_threshold else 0
+        if waited + backoff + jitter > bound_ms:
+            break
+        waited += backoff + jitter
+        retries += 1
+        backoff = min(max_backoff, backoff * defaults.backoff_multiplier)
+
+    class Bounded(DefaultPolicy, BoundedRetryPolicy):
+        pass
+
+    policy = Bounded(
+        max_retries=retries,
+        max_backoff=int(max_backoff),
+        max_server_retry_delay=int(max_backoff),
+    )
+    policy.bound_seconds = seconds
+    return policy
+
+
+def bound_retries(spark: SparkSession, seconds: float) -> None:
+    """Retry ``spark``'s unanswered requests for at most ``seconds`` (pyspark's default policy
+    retries for at least 10 minutes, silently)."""
+    _client(spark).set_retry_policies([bounded_retry_policy(seconds)])
+
+
+def retry_bound_seconds(spark: SparkSession) -> float | None:
+    """The retry bound ``connect`` gave ``spark``; None for a session with other policies."""
+    client = getattr(spark, "client", None)
+    policies = client.get_retry_policies() if client is not None else []
+    bounds = [p.bound_seconds for p in policies if isinstance(p, BoundedRetryPolicy)]
+    return bounds[0] if bounds else None
+
+
+def session_address(spark: SparkSession) -> str | None:
+    """The address ``connect`` made ``spark`` for; None for a session made elsewhere."""
+    return _addresses.get(session_key(spark))
+
+
+def _client(spark: SparkSession) -> Any:
+    connect_session: Any = spark  # typed as classic pyspark's session, which has no client
+    return connect_session.client
+
+
+def _still_served(spark: SparkSession) -> bool:
+    """Whether ``spark`` is open and its server still knows it: one request, not retried (a
+    server that is gone is then told by the new session's own bounded retries)."""
+    if getattr(spark, "is_stopped", False):
+        return False
+    client = _client(spark)
+    policies = client.get_retry_policies()
+    client.set_retry_policies([])
+    try:
+        spark.version  # noqa: B018 - one analyze request
+        # pyspark caches nothing of it: a restarted server answers SESSION_CHANGED.
+    except Exception:  # any failure: the session cannot be used
+        return False
+    finally:
+        client.set_retry_policies(policies)
+    return not getattr(spark, "is_stopped", False)
+
+
+def _drop(target: str, spark: SparkSession) -> None:
+    """Forget ``spark`` and stop it without retries (its server may be gone)."""
+    logger.info("The Spark Connect session to %s is gone (server restarted or stopped)", target)
+    _sessions.pop(target, None)
+    _prepared_sessions.discard(session_key(spark))
+    _client(spark).set_retry_policies([])
+    _release(spark)
+
+
+@contextlib.contextmanager
+def active_session(spark: SparkSession) -> Iterator[None]:
+    """Make ``spark`` this thread's active pyspark session inside the block.
+
+    Some pyspark 4.x Connect calls attach their result to ``SparkSession.active()`` instead of
+    the session that ran them (``localCheckpoint``'s cached relation); with no active session
+    (the one that was active stopped) they fail with ``NO_ACTIVE_OR_DEFAULT_SESSION``, with a
+    stale one they bind the result to the wrong server.
+    """
+    holder = getattr(type(spark), "_active_session", None)
+    if holder is None:  # another pyspark layout: nothing to pin
+        yield
+        return
+    previous = getattr(holder, "session", None)
+    holder.session = spark
+    try:
+        yield
+    finally:
+        holder.session = previous
 
 
 def _release(spark: SparkSession) -> None:
@@ -138,18 +297,28 @@ def prepare_session(spark: SparkSession) -> None:
     session_id = session_key(spark)
     if session_id in _prepared_sessions:
         return
-    try:
+    with raising_delta_errors(spark):
         # An analysis request, no job: read before the probe, which a Spark 3.5 server's worker
         # fails to unpickle (a raw traceback instead of the versions).
-        settings = settings_for_server(spark.version, CLIENT_PYSPARK)
+        server_version = spark.version
+        settings = settings_for_server(server_version, CLIENT_PYSPARK)
         if settings:
             from delta_connect_py.plans.spark import set_conf
 
             set_conf(spark, settings)
+        logger.info(
+            "Spark Connect server runs Spark %s; checking its Python workers with a one-row "
+            "job (the first job on a just-started server takes tens of seconds)",
+            server_version,
+        )
+        started = time.monotonic()
         probe = spark.range(0, 1, 1, 1)  # one partition: one probe row
         rows = probe.mapInArrow(in_worker(_worker_python_version), "python string").collect()
-    except Exception as exc:
-        raise translate_server_error(exc) from exc
+        logger.info(
+            "Python workers checked in %.1f s: Python %s",
+            time.monotonic() - started,
+            rows[0]["python"],
+        )
     server_python = rows[0]["python"]
     if server_python != CLIENT_PYTHON:
         raise PythonVersionMismatchError(server_version=server_python, client_version=CLIENT_PYTHON)
@@ -175,58 +344,3 @@ def settings_for_server(server_version: str, client_version: str) -> dict[str, s
     if server < (4, 1) and client is not None and client >= (4, 1):
         return dict(LOCAL_RELATION_CHUNK_CONF)
     return {}
-
-
-def translate_server_error(exc: BaseException) -> Exception:
-    """Turn a known server-side failure into a DeltaError; anything else is returned as is."""
-    from delta_connect_py.errors import DeltaError
-    from delta_connect_py.worker.failures import decode_worker_failure
-
-    if isinstance(exc, DeltaError):
-        return exc
-    text = str(exc)
-    decoded = decode_worker_failure(text)
-    if decoded is not None:
-        return decoded
-    mismatch = re.search(
-        r"different version:? (\d+\.\d+)\S* than that in driver:? (\d+\.\d+)", text
-    )
-    if mismatch:
-        return PythonVersionMismatchError(
-            server_version=mismatch.group(1), client_version=mismatch.group(2)
-        )
-    unreadable = _unreadable_log_file(text)
-    if unreadable is not None:
-        return unreadable
-    if "No module named 'pyarrow'" in text:
-        return ServerEnvironmentError(
-            message="The Spark Connect server's Python workers have no pyarrow. Point the "
-            "server's PYSPARK_PYTHON at a Python with pyarrow installed."
-        )
-    return exc if isinstance(exc, Exception) else RuntimeError(text)
-
-
-#: Spark's error when a file source cannot read a file: its sub-class, then the file, which
-#: Spark ends with a period (the path itself may hold spaces).
-_FAILED_READ_FILE = re.compile(
-    r"\[(FAILED_READ_FILE\.\w+)\] Encountered error while reading file (.+?)\.(?:\s|$)"
-)
-#: Left to ``plans.loading.malformed_commits_reported``, which also names the line.
-_MALFORMED_RECORD = "MALFORMED_RECORD_IN_PARSING"
-
-
-def _unreadable_log_file(text: str) -> Exception | None:
-    """``DELTA_CORRUPT_LOG_FILE`` for Spark's failure to read a file of a ``_delta_log`` (a
-    checkpoint or sidecar that is not parquet, or damaged); None for any other failure."""
-    from delta_connect_py.errors import CorruptLogFileError
-
-    found = _FAILED_READ_FILE.search(text)
-    if found is None or _MALFORMED_RECORD in text:
-        return None
-    condition, file = found.groups()
-    log_dir, separator, _ = file.partition("/_delta_log/")
-    if not separator:
-        return None  # a data file: not the log's
-    return CorruptLogFileError(
-        file=file, path=log_dir + "/_delta_log", reason=f"Spark could not read it ({condition})"
-    )
