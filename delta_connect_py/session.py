@@ -102,6 +102,7 @@ def connect(remote: str | None = None, *, server_timeout: float | None = None) -
     target = remote or os.environ.get("SPARK_REMOTE") or _embedded_remote()
     spark = _sessions.get(target)
     if spark is not None and not _still_served(spark):
+        logger.info("The Spark Connect session to %s is gone (server restarted or stopped)", target)
         _drop(target, spark)
         spark = None
     if spark is None:
@@ -114,8 +115,12 @@ def connect(remote: str | None = None, *, server_timeout: float | None = None) -
         # worker processes until the session times out (an hour by default).
         atexit.register(_release, spark)
     bound_retries(spark, bound)
-    with raising_delta_errors(spark):
-        prepare_session(spark)
+    try:
+        with raising_delta_errors(spark):
+            prepare_session(spark)
+    except BaseException:
+        _drop(target, spark)  # a failed connect leaves no session behind
+        raise
     return spark
 
 
@@ -220,7 +225,6 @@ def _still_served(spark: SparkSession) -> bool:
 
 def _drop(target: str, spark: SparkSession) -> None:
     """Forget ``spark`` and stop it without retries (its server may be gone)."""
-    logger.info("The Spark Connect session to %s is gone (server restarted or stopped)", target)
     _sessions.pop(target, None)
     _prepared_sessions.discard(session_key(spark))
     _client(spark).set_retry_policies([])
