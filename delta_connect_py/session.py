@@ -62,6 +62,8 @@ _prepared_sessions: set[str] = set()
 _sessions: dict[str, SparkSession] = {}
 #: The address each session ``connect`` made was made for, by session id.
 _addresses: dict[str, str] = {}
+#: The server application each session ``connect`` made was prepared on, by session id.
+_applications: dict[str, str | None] = {}
 
 CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: The oldest Spark line whose Connect server runs our plans, and what we say is supported.
@@ -84,6 +86,8 @@ RELEASE_TIMEOUT_SECONDS = 5.0
 #: request to an unanswering server is retried before ``SERVER_UNAVAILABLE``.
 SERVER_TIMEOUT_ENV = "DELTA_CONNECT_SERVER_TIMEOUT"
 DEFAULT_SERVER_TIMEOUT_SECONDS = 30.0
+#: Names the server's Spark application: a restarted server has another one.
+APPLICATION_ID_CONF = "spark.app.id"
 
 
 def connect(remote: str | None = None, *, server_timeout: float | None = None) -> SparkSession:
@@ -117,6 +121,8 @@ def connect(remote: str | None = None, *, server_timeout: float | None = None) -
     bound_retries(spark, bound)
     try:
         with raising_delta_errors(spark):
+            if session_key(spark) not in _applications:
+                _applications[session_key(spark)] = _server_application(spark)
             prepare_session(spark)
     except BaseException:
         _drop(target, spark)  # a failed connect leaves no session behind
@@ -200,6 +206,14 @@ def session_address(spark: SparkSession) -> str | None:
     return _addresses.get(session_key(spark))
 
 
+def session_for_address(host_port: str) -> SparkSession | None:
+    """The open session ``connect`` made for the server at ``host_port`` (``127.0.0.1:15002``)."""
+    for target, spark in _sessions.items():
+        if target.removeprefix("sc://").split("/", 1)[0] == host_port:
+            return spark
+    return None
+
+
 def _client(spark: SparkSession) -> Any:
     connect_session: Any = spark  # typed as classic pyspark's session, which has no client
     return connect_session.client
@@ -214,19 +228,27 @@ def _still_served(spark: SparkSession) -> bool:
     policies = client.get_retry_policies()
     client.set_retry_policies([])
     try:
-        spark.version  # noqa: B018 - one analyze request
-        # pyspark caches nothing of it: a restarted server answers SESSION_CHANGED.
+        # A restarted server takes the old session id as a new session (pyspark 4.1 and Spark
+        # 4.1 raise nothing), without our settings and cached states: its application differs.
+        application = _server_application(spark)
     except Exception:  # any failure: the session cannot be used
         return False
     finally:
         client.set_retry_policies(policies)
-    return not getattr(spark, "is_stopped", False)
+    known = _applications.get(session_key(spark))
+    return not getattr(spark, "is_stopped", False) and application == known
+
+
+def _server_application(spark: SparkSession) -> str | None:
+    """The id of the server's Spark application (new at every server start); one request."""
+    return spark.conf.get(APPLICATION_ID_CONF, None)
 
 
 def _drop(target: str, spark: SparkSession) -> None:
     """Forget ``spark`` and stop it without retries (its server may be gone)."""
     _sessions.pop(target, None)
     _prepared_sessions.discard(session_key(spark))
+    _applications.pop(session_key(spark), None)
     _client(spark).set_retry_policies([])
     _release(spark)
 

@@ -38,6 +38,7 @@ from delta_connect_py.plans.state import ComputedState, State, compute_state, ob
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import commit_name
+from delta_connect_py.spark_failures import public_calls_raise_delta_errors
 from delta_connect_py.worker.log_files import file_uri
 from delta_connect_py.worker.replay import ReplayConfig
 
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     from delta_connect_py.table import DeltaTable
 
 
+@public_calls_raise_delta_errors
 @dataclass(frozen=True, eq=False)
 class Snapshot:
     """The table ``table`` at ``version``. Build it with ``DeltaTable.snapshot()``."""

@@ -15,10 +15,11 @@ over every text pattern (its message may quote any of them).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from delta_connect_py.errors import (
     CastFailedError,
@@ -117,7 +118,7 @@ def _unavailable(exc: BaseException, text: str, spark: SparkSession | None) -> D
     if _grpc_status(exc) != "UNAVAILABLE":
         return None
     return ServerUnavailableError(
-        address=_address(spark, text), bound=_retry_bound(spark), reason=_grpc_details(text)
+        address=_address(spark, text), bound=_retry_bound(spark, text), reason=_grpc_details(text)
     )
 
 
@@ -244,19 +245,21 @@ def _grpc_details(text: str) -> str:
 
 def _address(spark: SparkSession | None, text: str) -> str:
     """The server's address: the session's, else the one gRPC names, else a description."""
-    if spark is not None:
-        from delta_connect_py.session import session_address
+    from delta_connect_py.session import session_address
 
-        address = session_address(spark)
-        if address:
-            return address
+    address = session_address(spark) if spark is not None else None
+    if address:
+        return address
     found = _GRPC_ADDRESS.search(text)
     return f"sc://{found.group(1)}" if found else "the session's address"
 
 
-def _retry_bound(spark: SparkSession | None) -> str:
-    from delta_connect_py.session import retry_bound_seconds
+def _retry_bound(spark: SparkSession | None, text: str) -> str:
+    from delta_connect_py.session import retry_bound_seconds, session_for_address
 
+    if spark is None:
+        found = _GRPC_ADDRESS.search(text)
+        spark = session_for_address(found.group(1)) if found else None
     seconds = retry_bound_seconds(spark) if spark is not None else None
     return f"{seconds:g} s" if seconds is not None else "the session's retry policy"
 
@@ -274,3 +277,49 @@ def caused_by(error: Exception, exc: BaseException) -> Exception:
     if isinstance(error, DeltaError) and error is not exc and error.cause is None:
         error.cause = exc
     return error
+
+
+_T = TypeVar("_T")
+
+
+def _translating(function: Callable[..., _T]) -> Callable[..., _T]:
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> _T:
+        spark = getattr(args[0], "spark", None) if args else None
+        with raising_delta_errors(spark if _is_session(spark) else None):
+            return function(*args, **kwargs)
+
+    return call
+
+
+def _is_session(value: object) -> bool:
+    return value is not None and hasattr(value, "client")
+
+
+def public_calls_raise_delta_errors(cls: type[_T]) -> type[_T]:
+    """Class decorator: every public method and property of ``cls`` raises the failures we
+    recognise as one-line DeltaErrors (:func:`raising_delta_errors`).
+
+    The boundary, not the jobs: pyspark contacts the server while a plan is being built too
+    (``DataFrame.columns`` is an analysis request), so a server that is gone, or restarted, is
+    met anywhere inside a call.
+    """
+    for name, attribute in list(vars(cls).items()):
+        if name.startswith("_") or name == "spark":
+            continue
+        wrapped: Any
+        if isinstance(attribute, property) and attribute.fget is not None:
+            wrapped = property(
+                _translating(attribute.fget), attribute.fset, attribute.fdel, attribute.__doc__
+            )
+        elif isinstance(attribute, functools.cached_property):
+            wrapped = functools.cached_property(_translating(attribute.func))
+            wrapped.__set_name__(cls, name)
+        elif isinstance(attribute, classmethod):
+            wrapped = classmethod(_translating(attribute.__func__))
+        elif isinstance(attribute, staticmethod) or not callable(attribute):
+            continue
+        else:
+            wrapped = _translating(attribute)
+        setattr(cls, name, wrapped)
+    return cls

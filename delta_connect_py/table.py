@@ -48,6 +48,7 @@ from delta_connect_py.protocol.segment import (
 from delta_connect_py.protocol.timestamps import CommitTimestamp, monotonize, version_at_timestamp
 from delta_connect_py.session import prepare_session
 from delta_connect_py.snapshot import Snapshot, now_ms
+from delta_connect_py.spark_failures import public_calls_raise_delta_errors
 from delta_connect_py.worker.stores import (
     NO_STORAGE_OPTIONS,
     AccessProbe,
@@ -80,6 +81,7 @@ def qualify_table_path(path: str) -> str:
     return path.rstrip("/") if path.rstrip("/") else path
 
 
+@public_calls_raise_delta_errors
 @dataclass(frozen=True)
 class DeltaTable:
     """A Delta table at ``table_root``; ask it for snapshots."""
