@@ -260,7 +260,7 @@ class FileReferencedNotFoundError(DeltaError):
     error_class = "DELTA_FILE_NOT_FOUND_DETAILED"
     template = (
         "File {path} referenced in the transaction log of {table} cannot be found. This occurs "
-        "when data files were deleted by hand (or by a VACUUM with a short retention) rather than "
+        "when data files were deleted by hand (or by a vacuum with a short retention) rather than "
         "by a writer's delete. Restore the file, or read a version that does not reference it: "
         "DeltaTable.history() lists the versions, snapshot(version=...) reads one."
     )

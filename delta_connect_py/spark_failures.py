@@ -79,7 +79,7 @@ _SESSION_GONE = re.compile(
     r"\[(INVALID_HANDLE\.(?:SESSION_CHANGED|SESSION_NOT_FOUND|SESSION_CLOSED)|"
     r"NO_ACTIVE_SESSION|NO_ACTIVE_OR_DEFAULT_SESSION)\]"
 )
-_GRPC_ADDRESS = re.compile(r"ipv[46]:([^\s,;\"]+)")
+_GRPC_ADDRESS = re.compile(r"ipv[46]:((?:\[[^\]]+\]|[\w.-]+):\d+)")
 _FIRST_LINE_LENGTH = 300
 
 
