@@ -463,10 +463,11 @@ class StorageAccessDeniedError(DeltaError):
 
 
 class ServerFileNotFoundError(DeltaError):
-    """A file the server was reading disappeared (not one of the table's data or log files)."""
+    """A file was gone when the server read it: deleted after it was listed."""
 
     error_class = "DELTA_CONNECT_FILE_NOT_FOUND"
     template = (
-        "The file {file} disappeared while the server read it ({reason}). Another process "
-        "deleted it: retry the call, or read a version that does not need it."
+        "The file {file} was gone when the server read it ({reason}): another process "
+        "deleted it after it was listed. Load the snapshot again (DeltaTable.snapshot()) and "
+        "retry, or read a version that does not need it."
     )

@@ -71,6 +71,11 @@ _REFUSED_PATH = re.compile(
     r"(?:Mkdirs failed to create |Cannot (?:delete|create|open|write) file '?|"
     r"Permission denied: '?)([^\s']+)"
 )
+#: A file gone between the listing (or the plan's analysis) and the read.
+_PATH_NOT_FOUND = re.compile(r"\[PATH_NOT_FOUND\] Path does not exist: (\S+?)\.?(?:\s|$)")
+_FILE_NOT_EXIST = re.compile(
+    r"\[FAILED_READ_FILE\.FILE_NOT_EXIST\] Encountered error while reading file (.+?)\. File"
+)
 _FILE_NOT_FOUND = re.compile(
     r"(?:java\.io\.FileNotFoundException|FileNotFoundError)[:\s]+(?:File |\[Errno 2\][^']*')?"
     r"([^\s']+)"
@@ -202,10 +207,17 @@ def _access_denied(exc: BaseException, text: str, spark: SparkSession | None) ->
 
 
 def _file_not_found(exc: BaseException, text: str, spark: SparkSession | None) -> DeltaError | None:
-    found = _FILE_NOT_FOUND.search(text)
-    if found is None:
-        return None
-    return ServerFileNotFoundError(file=found.group(1), reason=_one_line(found.group(0)))
+    for pattern, reason in (
+        (_PATH_NOT_FOUND, "PATH_NOT_FOUND"),
+        (_FILE_NOT_EXIST, "FAILED_READ_FILE.FILE_NOT_EXIST"),
+        (_FILE_NOT_FOUND, None),
+    ):
+        found = pattern.search(text)
+        if found is not None:
+            return ServerFileNotFoundError(
+                file=found.group(1), reason=reason or _one_line(found.group(0))
+            )
+    return None
 
 
 _Classifier = Callable[[BaseException, str, "SparkSession | None"], "DeltaError | None"]

@@ -27,8 +27,10 @@ from delta_connect_py import DeltaTable, connect, session
 from delta_connect_py.embedded import EmbeddedServer, free_port
 from delta_connect_py.errors import (
     CastFailedError,
+    CorruptLogFileError,
     DeltaError,
     InvalidArgumentError,
+    ServerFileNotFoundError,
     ServerFileSystemMissingError,
     ServerUnavailableError,
     StorageAccessDeniedError,
@@ -266,3 +268,25 @@ def test_a_read_only_table_refuses_writes_in_one_line_and_keeps_its_log(
     _one_line_error(raised.value)
     assert "_delta_log" in raised.value.message_parameters["path"]
     assert _listing(read_only_table) == before
+
+
+def test_a_log_file_deleted_after_the_snapshot_is_a_one_line_error(
+    spark: Any, tmp_path: Path
+) -> None:
+    root = _sample_copy(tmp_path)
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+    (root / "_delta_log" / "00000000000000000005.json").unlink()
+    with pytest.raises(ServerFileNotFoundError) as raised:
+        snapshot.state  # noqa: B018
+    assert raised.value.message_parameters["file"].endswith("00000000000000000005.json")
+    _one_line_error(raised.value)
+
+
+def test_a_corrupt_commit_is_one_line(spark: Any, tmp_path: Path) -> None:
+    root = _sample_copy(tmp_path)
+    commit = root / "_delta_log" / "00000000000000000005.json"
+    commit.write_text(commit.read_text()[:40] + "\n")
+    with pytest.raises(CorruptLogFileError) as raised:
+        DeltaTable.for_path(spark, str(root)).snapshot().state  # noqa: B018
+    assert raised.value.message_parameters["file"].endswith("00000000000000000005.json")
+    _one_line_error(raised.value)

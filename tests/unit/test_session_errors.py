@@ -206,3 +206,14 @@ def test_error_texts_name_this_librarys_calls_not_sql() -> None:
     assert "DeltaTable.history()" in texts[0] and "load_cdf" in texts[0]
     assert "snapshot(version=...)" in texts[1]
     assert "load_cdf(starting_version=...)" in texts[2]
+
+
+def test_a_log_file_deleted_after_the_listing() -> None:
+    text = (
+        "[PATH_NOT_FOUND] Path does not exist: file:/t/_delta_log/00000000000000000005.json. "
+        "SQLSTATE: 42K03"
+    )
+    error = translate_server_error(RuntimeError(text))
+    assert isinstance(error, ServerFileNotFoundError)
+    assert error.message_parameters["file"] == "file:/t/_delta_log/00000000000000000005.json"
+    assert "DeltaTable.snapshot()" in str(error)
