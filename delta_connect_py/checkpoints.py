@@ -90,8 +90,8 @@ from delta_connect_py.protocol.staging import (
     STALE_STAGING_MS,
     staging_folder_name,
 )
-from delta_connect_py.server_errors import translate_server_error
 from delta_connect_py.snapshot import now_ms, snapshot_of
+from delta_connect_py.spark_failures import translate_server_error
 from delta_connect_py.worker.checkpoint_files import (
     DELETED_SCHEMA,
     PUBLISHED_SCHEMA,
@@ -363,10 +363,10 @@ def _write_staging(
             frame.write.options(**WRITE_OPTIONS).mode("error").parquet(staging)
     except Exception as exc:
         _discard(spark, staging, options)
-        translated = translate_server_error(exc)
+        translated = translate_server_error(exc, spark)
         if translated is exc:
             raise
-        raise translated from exc
+        raise translated from None
 
 
 def _discard(spark: SparkSession, staging: str, options: StorageOptions) -> None:

@@ -33,7 +33,7 @@ import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
@@ -42,13 +42,14 @@ from pyspark.sql.types import (
     ArrayType,
     DataType,
     MapType,
+    NumericType,
     StringType,
     StructField,
     StructType,
 )
 
 from delta_connect_py import arguments
-from delta_connect_py.errors import FileReferencedNotFoundError
+from delta_connect_py.errors import FileReferencedNotFoundError, InvalidArgumentError
 from delta_connect_py.plans.deletion_vectors import deleted_rows
 from delta_connect_py.plans.spark import collect, escape_glob
 from delta_connect_py.protocol.deletion_vectors import (
@@ -67,7 +68,7 @@ from delta_connect_py.protocol.file_filters import (
     stats_may_match,
 )
 from delta_connect_py.protocol.properties import column_mapping_mode
-from delta_connect_py.server_errors import translate_server_error
+from delta_connect_py.spark_failures import caused_by, translate_server_error
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -308,7 +309,38 @@ def _filter_paths(snapshot: SnapshotView, predicates: Sequence[Predicate]) -> di
             f"filter names unknown column(s) {unknown}; table columns: {known} (a nested "
             "struct field is named by its dotted path, e.g. 'address.city')"
         )
-    return {name: path for name, path in paths.items() if path is not None}
+    resolved = {name: path for name, path in paths.items() if path is not None}
+    for predicate in predicates:
+        _check_filter_values(predicate, resolved[predicate.column][-1])
+    return resolved
+
+
+def _check_filter_values(predicate: Predicate, field: StructField) -> None:
+    """``DELTA_CONNECT_INVALID_ARGUMENT`` for a value a number column cannot be compared with
+    (Spark would fail the job casting it, with a JVM trace): a string that is no number."""
+    if not isinstance(field.dataType, NumericType):
+        return
+    for value in predicate.values:
+        if isinstance(value, bool) or not isinstance(value, int | float | Decimal | str):
+            bad = isinstance(value, bool)
+        else:
+            bad = isinstance(value, str) and not _is_number(value)
+        if bad:
+            raise InvalidArgumentError(
+                function="to_df",
+                argument="filter",
+                value=arguments.shown((predicate.column, predicate.op, predicate.value)),
+                expected=f"a number for column {field.name!r} of type "
+                f"{field.dataType.simpleString()}",
+            )
+
+
+def _is_number(text: str) -> bool:
+    try:
+        Decimal(text.strip())
+    except InvalidOperation:
+        return False
+    return True
 
 
 def _file_may_match(
@@ -410,7 +442,7 @@ def _read_parquet(snapshot: SnapshotView, files: Sequence[DataFile]) -> DataFram
     try:
         frame.schema  # noqa: B018 - analysis checks every path exists
     except Exception as exc:
-        raise _missing_file_error(exc, snapshot, files) from exc
+        raise caused_by(_missing_file_error(exc, snapshot, files), exc) from None
     return frame.select(
         "*",
         file_key_column(F.col("_metadata.file_path")).alias(FILE_KEY),

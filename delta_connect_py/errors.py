@@ -5,7 +5,10 @@ Responsibility: one root, :class:`DeltaError`, shaped like pyspark's errors (``e
 was wrong, with which version and path, and what the user can do.
 
 Invariants: every error the library can detect before or instead of a Spark job is raised as a
-``DeltaError`` subclass; the rendered message always starts with ``[ERROR_CLASS]``. This module
+``DeltaError`` subclass; the rendered message always starts with ``[ERROR_CLASS]``. A DeltaError
+made from a Spark or gRPC failure keeps that failure as ``cause`` and is raised without the
+failure chained (one line plus our message, not the server's trace). Messages name this
+library's calls, never SQL a vanilla Spark Connect server cannot run. This module
 imports nothing but the standard library, so the pure ``protocol`` layer may raise these too.
 """
 
@@ -25,6 +28,8 @@ class DeltaError(Exception):
         self.message_parameters: dict[str, str] = {
             key: str(value) for key, value in message_parameters.items()
         }
+        #: The Spark or gRPC failure this error was made from (None when we detected it).
+        self.cause: BaseException | None = None
         super().__init__(f"[{self.error_class}] {self.template.format(**self.message_parameters)}")
 
     def getErrorClass(self) -> str:
@@ -120,7 +125,8 @@ class InvalidProtocolVersionError(DeltaError):
         'Unsupported Delta protocol version: table "{path}" at version {version} requires '
         "reader version {reader_required} and writer version {writer_required}, but "
         "delta_connect_py supports reader versions {supported_readers} and writer versions "
-        "{supported_writers}. Please upgrade to a newer release."
+        "{supported_writers}. Read it with a reader that supports this protocol, or a newer "
+        "release of delta_connect_py."
     )
 
 
@@ -254,8 +260,9 @@ class FileReferencedNotFoundError(DeltaError):
     error_class = "DELTA_FILE_NOT_FOUND_DETAILED"
     template = (
         "File {path} referenced in the transaction log of {table} cannot be found. This occurs "
-        "when data has been manually deleted from the file system rather than using the table "
-        "DELETE statement. Restore the file, or read a version that does not reference it."
+        "when data files were deleted by hand (or by a vacuum with a short retention) rather than "
+        "by a writer's delete. Restore the file, or read a version that does not reference it: "
+        "DeltaTable.history() lists the versions, snapshot(version=...) reads one."
     )
 
 
@@ -271,10 +278,11 @@ class MissingChangeDataError(DeltaError):
     error_class = "DELTA_MISSING_CHANGE_DATA"
     template = (
         "Error getting change data for range [{start} , {end}] as change data was not recorded "
-        "for version [{version}]. If you've enabled change data feed on this table, use "
-        "`DESCRIBE HISTORY` to see when it was first enabled. Otherwise, to start recording "
-        "change data, use `ALTER TABLE table_name SET TBLPROPERTIES "
-        "(delta.enableChangeDataFeed=true)`."
+        "for version [{version}]. If the change data feed was enabled later, find the version "
+        "that enabled it (DeltaTable.history() shows each commit's operation, and "
+        "snapshot(version=...).properties shows delta.enableChangeDataFeed) and start "
+        "load_cdf there. To record change data from now on, have the table's writer set the "
+        "table property delta.enableChangeDataFeed=true."
     )
 
 
@@ -295,8 +303,9 @@ class CdcStartVersionAfterLatestError(DeltaError):
 class NoStartForCdcReadError(DeltaError):
     error_class = "DELTA_NO_START_FOR_CDC_READ"
     template = (
-        "No startingVersion or startingTimestamp provided for CDC read of {path}. Pass "
-        "starting_version (0 reads the whole recorded history) or starting_timestamp."
+        "No starting version or timestamp provided for the change data feed of {path}. Pass "
+        "load_cdf(starting_version=...) (0 reads the whole recorded history) or "
+        "load_cdf(starting_timestamp=...)."
     )
 
 
@@ -364,7 +373,9 @@ class InvalidFormatFromSourceVersionError(InvalidSourceOffsetError):
     error_class = "DELTA_INVALID_FORMAT_FROM_SOURCE_VERSION"
     template = (
         "Unsupported format. Expected version should be smaller than or equal to {expected} but "
-        "was {version} in the streaming offset {offset}. Please upgrade to a newer release."
+        "was {version} in the streaming offset {offset}. The offset was written by a newer "
+        "writer: resume with a release of delta_connect_py that reads it, or start the stream "
+        "without an offset."
     )
 
 
@@ -392,3 +403,71 @@ class InvalidArgumentTypeError(InvalidArgumentError, TypeError):
     """An argument of a public call has a wrong type (also a ``TypeError``)."""
 
     template = "{function}: {argument}={value} ({value_type}) is not valid; expected {expected}."
+
+
+class ServerUnavailableError(DeltaError):
+    """The Spark Connect server did not answer within the session's retry bound."""
+
+    error_class = "SERVER_UNAVAILABLE"
+    template = (
+        "Cannot reach the Spark Connect server at {address}: no answer within {bound} of "
+        "retries ({reason}). Check that the server is running and that the address and port "
+        "are right (SPARK_REMOTE or connect(remote=...)); if it was restarted, call connect() "
+        "again. connect(server_timeout=...) or DELTA_CONNECT_SERVER_TIMEOUT sets how long to "
+        "retry."
+    )
+
+
+class SessionLostError(DeltaError):
+    """The server no longer knows the session: it was restarted, or the session was closed."""
+
+    error_class = "DELTA_CONNECT_SESSION_LOST"
+    template = (
+        "The Spark Connect session to {address} is gone ({reason}): the server was restarted or "
+        "the session was stopped. Call connect() again and load the table again with "
+        "DeltaTable.for_path(connect(), path); objects made from the old session cannot be used."
+    )
+
+
+class CastFailedError(DeltaError):
+    """Spark could not cast a value (most often a ``to_df`` filter value of another type)."""
+
+    error_class = "DELTA_CONNECT_CAST_FAILED"
+    template = (
+        "The server could not cast the value {value} of type {source_type} to {target_type}. "
+        "If it is a to_df(filter=...) value, give a value of the column's type "
+        "(snapshot.schema shows it)."
+    )
+
+
+class ServerFileSystemMissingError(DeltaError):
+    """The server's Hadoop has no file system for a path's scheme."""
+
+    error_class = "DELTA_CONNECT_SERVER_FILE_SYSTEM_MISSING"
+    template = (
+        "The Spark Connect server has no Hadoop file system for '{scheme}:' paths ({reason}). "
+        "Add that file system's jars and settings to the server (for s3a: hadoop-aws and its "
+        "AWS SDK, see the README's Object stores section), or use a path the server can read."
+    )
+
+
+class StorageAccessDeniedError(DeltaError):
+    """The store refused a read or write: permissions, a read-only file system, AccessDenied."""
+
+    error_class = "DELTA_CONNECT_ACCESS_DENIED"
+    template = (
+        "{path}: the store refused access ({reason}). Give the user the Spark Connect server and "
+        "its Python workers run as the right to read and write the table's directory (a "
+        "read-only mount or a missing permission cannot be written to), or read the table only."
+    )
+
+
+class ServerFileNotFoundError(DeltaError):
+    """A file was gone when the server read it: deleted after it was listed."""
+
+    error_class = "DELTA_CONNECT_FILE_NOT_FOUND"
+    template = (
+        "The file {file} was gone when the server read it ({reason}): another process "
+        "deleted it after it was listed. Load the snapshot again (DeltaTable.snapshot()) and "
+        "retry, or read a version that does not need it."
+    )

@@ -6,7 +6,13 @@ Connect session ready for our plans: our worker code is shipped by value (the se
 imports delta_connect_py), and once per session the server's Spark version is read and its
 Python version checked against ours.
 
-Invariants: shipping by value is registered before any of our functions is pickled; a server
+Invariants: a session ``connect`` returns retries an unanswered request for at most its bound
+(``server_timeout``, else ``DELTA_CONNECT_SERVER_TIMEOUT``, else 30 s; pyspark's own retry policy
+with fewer retries) and then raises ``SERVER_UNAVAILABLE``; ``connect`` never returns a stopped
+session or one its server no longer knows (a restarted server), it makes a new one; the library
+never relies on pyspark's active or default session (``active_session`` pins the session in use
+around the pyspark calls that look it up). Shipping by value is registered before any of our
+functions is pickled; a server
 older than Spark 4.0 raises :class:`~delta_connect_py.errors.UnsupportedServerVersionError`
 before any of our code runs on it; a server older than the client's Spark line gets the
 settings that client reads but the server does not define (``settings_for_server``) before any
@@ -20,21 +26,32 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark import __version__ as CLIENT_PYSPARK
 
+from delta_connect_py.arguments import shown
+from delta_connect_py.connections import (
+    _addresses,
+    _client,
+    _sessions,
+    bound_retries,
+    session_key,
+)
 from delta_connect_py.errors import (
+    InvalidArgumentError,
     PythonVersionMismatchError,
     UnsupportedServerVersionError,
 )
 from delta_connect_py.pyspark_client import spark_line
-from delta_connect_py.server_errors import translate_server_error
+from delta_connect_py.spark_failures import raising_delta_errors, translate_server_error
 from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
@@ -42,9 +59,14 @@ if TYPE_CHECKING:
 
     from delta_connect_py.embedded import EmbeddedServer
 
+__all__ = ["connect", "prepare_session", "translate_server_error"]
+
+logger = logging.getLogger("delta_connect_py")
+
 _embedded: EmbeddedServer | None = None
 _prepared_sessions: set[str] = set()
-_sessions: dict[str, SparkSession] = {}
+#: The server application each session ``connect`` made was prepared on, by session id.
+_applications: dict[str, str | None] = {}
 
 CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: The oldest Spark line whose Connect server runs our plans, and what we say is supported.
@@ -63,28 +85,108 @@ LOCAL_RELATION_CHUNK_CONF = {
 #: How long process exit waits for the server to release a session (an unreachable server
 #: would otherwise be retried for minutes).
 RELEASE_TIMEOUT_SECONDS = 5.0
+#: Environment variable and default of ``connect(server_timeout=...)``: how long, in seconds, a
+#: request to an unanswering server is retried before ``SERVER_UNAVAILABLE``.
+SERVER_TIMEOUT_ENV = "DELTA_CONNECT_SERVER_TIMEOUT"
+DEFAULT_SERVER_TIMEOUT_SECONDS = 30.0
+#: Names the server's Spark application: a restarted server has another one.
+APPLICATION_ID_CONF = "spark.app.id"
 
 
-def connect(remote: str | None = None) -> SparkSession:
+def connect(remote: str | None = None, *, server_timeout: float | None = None) -> SparkSession:
     """A Spark Connect session: ``remote``, else ``$SPARK_REMOTE``, else the embedded server.
 
     The embedded server (a local Spark Connect server process on 127.0.0.1) is started on first
-    use and stopped when this Python process exits.
+    use and stopped when this Python process exits. ``server_timeout`` (else
+    ``$DELTA_CONNECT_SERVER_TIMEOUT``, else 30): seconds to retry a request the server does not
+    answer before raising ``SERVER_UNAVAILABLE``, for this call and every later one on the
+    session. A session that was stopped, or whose server was restarted, is replaced: after a
+    restart, call ``connect()`` again.
     """
     from pyspark.sql import SparkSession
 
+    bound = server_timeout_seconds(server_timeout)
     target = remote or os.environ.get("SPARK_REMOTE") or _embedded_remote()
     spark = _sessions.get(target)
-    if spark is None or getattr(spark, "is_stopped", False):
+    if spark is not None and not _still_served(spark):
+        logger.info("The Spark Connect session to %s is gone (server restarted or stopped)", target)
+        _drop(target, spark)
+        spark = None
+    if spark is None:
         # create(), not getOrCreate(): the latter returns any open session, whatever its remote.
         spark = SparkSession.builder.remote(target).create()
         _sessions[target] = spark
+        _addresses[session_key(spark)] = target
         # Registered after the embedded server's own atexit hook, so it runs before the server
         # stops. Without it the server keeps the session, its cached states and its Python
         # worker processes until the session times out (an hour by default).
         atexit.register(_release, spark)
-    prepare_session(spark)
+    bound_retries(spark, bound)
+    try:
+        with raising_delta_errors(spark):
+            if session_key(spark) not in _applications:
+                _applications[session_key(spark)] = _server_application(spark)
+            prepare_session(spark)
+    except BaseException:
+        _drop(target, spark)  # a failed connect leaves no session behind
+        raise
     return spark
+
+
+def server_timeout_seconds(server_timeout: float | None) -> float:
+    """``server_timeout``, else ``$DELTA_CONNECT_SERVER_TIMEOUT``, else the default, checked."""
+    value: object = server_timeout
+    argument = "server_timeout"
+    if value is None and os.environ.get(SERVER_TIMEOUT_ENV):
+        value, argument = os.environ[SERVER_TIMEOUT_ENV], SERVER_TIMEOUT_ENV
+    if value is None:
+        return DEFAULT_SERVER_TIMEOUT_SECONDS
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if isinstance(value, bool) or not 0 <= seconds < float("inf"):
+        raise InvalidArgumentError(
+            function="connect",
+            argument=argument,
+            value=shown(value),
+            expected="a number of seconds, 0 or more",
+        )
+    return seconds
+
+
+def _still_served(spark: SparkSession) -> bool:
+    """Whether ``spark`` is open and its server still knows it: one request, not retried (a
+    server that is gone is then told by the new session's own bounded retries)."""
+    if getattr(spark, "is_stopped", False):
+        return False
+    client = _client(spark)
+    policies = client.get_retry_policies()
+    client.set_retry_policies([])
+    try:
+        # A restarted server takes the old session id as a new session (pyspark 4.1 and Spark
+        # 4.1 raise nothing), without our settings and cached states: its application differs.
+        application = _server_application(spark)
+    except Exception:  # any failure: the session cannot be used
+        return False
+    finally:
+        client.set_retry_policies(policies)
+    known = _applications.get(session_key(spark))
+    return not getattr(spark, "is_stopped", False) and application == known
+
+
+def _server_application(spark: SparkSession) -> str | None:
+    """The id of the server's Spark application (new at every server start); one request."""
+    return spark.conf.get(APPLICATION_ID_CONF, None)
+
+
+def _drop(target: str, spark: SparkSession) -> None:
+    """Forget ``spark`` and stop it without retries (its server may be gone)."""
+    _sessions.pop(target, None)
+    _prepared_sessions.discard(session_key(spark))
+    _applications.pop(session_key(spark), None)
+    _client(spark).set_retry_policies([])
+    _release(spark)
 
 
 def _release(spark: SparkSession) -> None:
@@ -127,11 +229,6 @@ def _worker_python_version(_: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBat
     yield pa.RecordBatch.from_pydict({"python": [version]})
 
 
-def session_key(spark: SparkSession) -> str:
-    """The session's name, unique in this process: its Connect session id."""
-    return str(getattr(spark, "session_id", id(spark)))
-
-
 def prepare_session(spark: SparkSession) -> None:
     """Ship our code by value, check the server's Spark version (applying the settings an
     older server needs for this client) and its worker Python, once per session."""
@@ -139,18 +236,28 @@ def prepare_session(spark: SparkSession) -> None:
     session_id = session_key(spark)
     if session_id in _prepared_sessions:
         return
-    try:
+    with raising_delta_errors(spark):
         # An analysis request, no job: read before the probe, which a Spark 3.5 server's worker
         # fails to unpickle (a raw traceback instead of the versions).
-        settings = settings_for_server(spark.version, CLIENT_PYSPARK)
+        server_version = spark.version
+        settings = settings_for_server(server_version, CLIENT_PYSPARK)
         if settings:
             from delta_connect_py.plans.spark import set_conf
 
             set_conf(spark, settings)
+        logger.info(
+            "Spark Connect server runs Spark %s; checking its Python workers with a one-row "
+            "job (the first job on a just-started server takes tens of seconds)",
+            server_version,
+        )
+        started = time.monotonic()
         probe = spark.range(0, 1, 1, 1)  # one partition: one probe row
         rows = probe.mapInArrow(in_worker(_worker_python_version), "python string").collect()
-    except Exception as exc:
-        raise translate_server_error(exc) from exc
+        logger.info(
+            "Python workers checked in %.1f s: Python %s",
+            time.monotonic() - started,
+            rows[0]["python"],
+        )
     server_python = rows[0]["python"]
     if server_python != CLIENT_PYTHON:
         raise PythonVersionMismatchError(server_version=server_python, client_version=CLIENT_PYTHON)

@@ -42,6 +42,7 @@ from delta_connect_py.plans.state import ComputedState, State, compute_state, ob
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import commit_name
+from delta_connect_py.spark_failures import public_calls_raise_delta_errors
 from delta_connect_py.worker.log_files import file_uri
 from delta_connect_py.worker.replay import ReplayConfig
 
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 
+@public_calls_raise_delta_errors
 @dataclass(frozen=True, eq=False)
 class Snapshot:
     """The table ``table`` at ``version``: an immutable value. Build it with

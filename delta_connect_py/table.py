@@ -30,6 +30,7 @@ from delta_connect_py.history import history
 from delta_connect_py.protocol.cdf import DeltaSourceOffset
 from delta_connect_py.session import prepare_session
 from delta_connect_py.snapshot import Snapshot, snapshot_of
+from delta_connect_py.spark_failures import public_calls_raise_delta_errors
 from delta_connect_py.table_log import TableLog, qualify_table_path
 from delta_connect_py.worker.stores import StorageOptions
 
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from delta_connect_py.checkpoints import CheckpointResult
 
 
+@public_calls_raise_delta_errors
 @dataclass(frozen=True)
 class DeltaTable(TableLog):
     """A Delta table at ``table_root``; ask it for snapshots."""

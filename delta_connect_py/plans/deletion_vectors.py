@@ -22,7 +22,7 @@ import pyspark.sql.connect.functions as F
 
 from delta_connect_py.errors import FileReferencedNotFoundError
 from delta_connect_py.plans.spark import escape_glob, map_in_arrow, spark_schema, union_all
-from delta_connect_py.server_errors import translate_server_error
+from delta_connect_py.spark_failures import caused_by, translate_server_error
 from delta_connect_py.worker.dv_rows import (
     DV_INPUT_SCHEMA,
     DV_ROWS_SCHEMA,
@@ -81,7 +81,7 @@ def _with_stored_bytes(
     try:
         files.schema  # noqa: B018 - analysis checks that every named file exists
     except Exception as exc:
-        raise _missing_file_error(exc, locations, table_root) from exc
+        raise caused_by(_missing_file_error(exc, locations, table_root), exc) from None
     files = files.select(_file_name(F.col("path")).alias(_NAME), "content")
     joined = F.broadcast(descriptors.withColumn(_NAME, _file_name(F.col(_LOCATION)))).join(
         files, on=_NAME

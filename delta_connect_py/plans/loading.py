@@ -28,6 +28,7 @@ import pyarrow as pa
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from delta_connect_py.connections import session_key
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.plans.file_keys import is_file_action
 from delta_connect_py.plans.spark import (
@@ -48,7 +49,7 @@ from delta_connect_py.protocol.actions import (
     VERSION_COLUMN,
 )
 from delta_connect_py.protocol.filenames import LogFile
-from delta_connect_py.session import session_key
+from delta_connect_py.spark_failures import caused_by
 from delta_connect_py.worker.log_files import (
     COMMIT_LINES_SCHEMA,
     CommitLinesRead,
@@ -285,11 +286,12 @@ def malformed_commits_reported(
             raise
         file, line = found
         quoted = line if len(line) <= QUOTED_LINE_CHARS else line[:QUOTED_LINE_CHARS] + "..."
-        raise CorruptLogFileError(
+        corrupt = CorruptLogFileError(
             file=file,
             path=path,
             reason=f"a line is not valid JSON of Delta actions: {quoted}",
-        ) from exc
+        )
+        raise caused_by(corrupt, exc) from None
 
 
 def parse_lines(lines: DataFrame, schema: StructType) -> DataFrame:
@@ -367,7 +369,7 @@ def read_parquet(
     key = (session_key(spark), identity)
     schema = _footer_schemas.get(key)
     if schema is None:
-        with server_errors_translated():  # a file that is not parquet fails here
+        with server_errors_translated(spark):  # a file that is not parquet fails here
             schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
         if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
             _footer_schemas.pop(next(iter(_footer_schemas)))

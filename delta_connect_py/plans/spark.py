@@ -24,7 +24,7 @@ from pyspark.sql.connect.observation import Observation
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
-from delta_connect_py.server_errors import translate_server_error
+from delta_connect_py.spark_failures import raising_delta_errors
 from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
@@ -144,21 +144,16 @@ def _config(spark: SparkSession, operation: Any) -> Any:
     return connect_session.client.config(operation)
 
 
-@contextmanager
-def server_errors_translated() -> Iterator[None]:
-    """Server failures we recognise, raised inside the block, raised as DeltaErrors."""
-    try:
-        yield
-    except Exception as exc:
-        translated = translate_server_error(exc)
-        if translated is exc:
-            raise
-        raise translated from exc
+def server_errors_translated(spark: SparkSession | None = None) -> Any:
+    """Server failures we recognise, raised inside the block, raised as one-line DeltaErrors
+    (see :mod:`delta_connect_py.spark_failures`)."""
+    return raising_delta_errors(spark)
 
 
 def collect(df: DataFrame) -> list[Row]:
     """``df.collect()`` with server failures we recognise raised as DeltaErrors."""
-    with server_errors_translated(), session_conf(df.sparkSession, LOG_READ_CONF):
+    spark = df.sparkSession
+    with raising_delta_errors(spark), session_conf(spark, LOG_READ_CONF):
         return df.collect()
 
 
@@ -169,8 +164,12 @@ def materialize(df: DataFrame, hints: dict[str, str] | None = None) -> DataFrame
     Later queries over the result neither re-list nor re-read the log, whatever the session's
     settings are then.
     """
-    with server_errors_translated(), session_conf(df.sparkSession, LOG_READ_CONF, hints):
-        return _bound_to(df.localCheckpoint(eager=True), df.sparkSession)
+    spark = df.sparkSession
+    with raising_delta_errors(spark), session_conf(spark, LOG_READ_CONF, hints):
+        # pyspark attaches the checkpoint's result to the active session: pin ours.
+        with active_session(spark):
+            checkpointed = df.localCheckpoint(eager=True)
+        return _bound_to(checkpointed, spark)
 
 
 def materialize_observed(
@@ -293,3 +292,24 @@ def union_all(frames: Sequence[DataFrame]) -> DataFrame:
 
 def column_names(frame: Any) -> list[str]:
     return list(frame.columns)
+
+
+@contextmanager
+def active_session(spark: SparkSession) -> Iterator[None]:
+    """Make ``spark`` this thread's active pyspark session inside the block.
+
+    Some pyspark 4.x Connect calls attach their result to ``SparkSession.active()`` instead of
+    the session that ran them (``localCheckpoint``'s cached relation); with no active session
+    (the one that was active stopped) they fail with ``NO_ACTIVE_OR_DEFAULT_SESSION``, with a
+    stale one they bind the result to the wrong server.
+    """
+    holder = getattr(type(spark), "_active_session", None)
+    if holder is None:  # another pyspark layout: nothing to pin
+        yield
+        return
+    previous = getattr(holder, "session", None)
+    holder.session = spark
+    try:
+        yield
+    finally:
+        holder.session = previous

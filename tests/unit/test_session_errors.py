@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 from delta_connect_py.errors import (
+    CastFailedError,
     CorruptLogFileError,
     DeltaError,
     PythonVersionMismatchError,
     ServerEnvironmentError,
+    ServerFileNotFoundError,
+    ServerFileSystemMissingError,
+    ServerUnavailableError,
+    SessionLostError,
     StateRecoverError,
+    StorageAccessDeniedError,
 )
 from delta_connect_py.session import translate_server_error
 from delta_connect_py.worker.failures import WorkerFailure
@@ -83,3 +89,131 @@ def test_an_unreadable_data_file_or_malformed_commit_line_is_left_as_it_is() -> 
         "file:/t/_delta_log/00000000000000000001.json", "[MALFORMED_RECORD_IN_PARSING] ..."
     )
     assert translate_server_error(malformed) is malformed
+
+
+# Spark failures classified into one-line DeltaErrors (texts as a Spark 4.1 server sends them).
+
+
+def test_a_cast_failure_names_the_value_and_both_types() -> None:
+    text = (
+        "[CAST_INVALID_INPUT] The value 'abc' of the type \"STRING\" cannot be cast to "
+        '"BIGINT" because it is malformed. Correct the value as per the syntax.\n\nJVM stacktrace:'
+    )
+    original = RuntimeError(text)
+    error = translate_server_error(original)
+    assert isinstance(error, CastFailedError)
+    assert error.message_parameters == {
+        "value": "'abc'",
+        "source_type": "STRING",
+        "target_type": "BIGINT",
+    }
+    assert error.cause is original
+
+
+def test_a_scheme_without_a_file_system() -> None:
+    no_scheme = translate_server_error(
+        RuntimeError(
+            '(org.apache.hadoop.fs.UnsupportedFileSystemException) No FileSystem for scheme "foo"'
+        )
+    )
+    assert isinstance(no_scheme, ServerFileSystemMissingError)
+    assert no_scheme.message_parameters["scheme"] == "foo"
+    no_class = translate_server_error(
+        RuntimeError(
+            "(java.lang.RuntimeException) java.lang.ClassNotFoundException: Class "
+            "org.apache.hadoop.fs.s3a.S3AFileSystem not found"
+        )
+    )
+    assert isinstance(no_class, ServerFileSystemMissingError)
+    assert no_class.message_parameters["scheme"] == "s3a"
+    assert "hadoop-aws" in str(no_class)
+
+
+def test_refused_writes_name_the_path() -> None:
+    mkdirs = translate_server_error(
+        RuntimeError(
+            "Job aborted due to stage failure: ... java.io.IOException: Mkdirs failed to create "
+            "file:/t/_delta_log/_delta_connect_staging.1.a/_temporary/0 (exists=false)"
+        )
+    )
+    assert isinstance(mkdirs, StorageAccessDeniedError)
+    assert mkdirs.message_parameters["path"].startswith("file:/t/_delta_log/")
+    read_only = translate_server_error(
+        RuntimeError(
+            "PythonException: ... OSError: [Errno 30] Cannot delete file "
+            "'/t/_delta_log/00000000000000000000.json'. Detail: [errno 30] Read-only file system"
+        )
+    )
+    assert isinstance(read_only, StorageAccessDeniedError)
+    assert read_only.message_parameters["path"] == "/t/_delta_log/00000000000000000000.json"
+    assert "Read-only file system" in read_only.message_parameters["reason"]
+    denied = translate_server_error(RuntimeError("java.nio.file.AccessDeniedException: s3a://b/t"))
+    assert isinstance(denied, StorageAccessDeniedError)
+
+
+def test_a_file_gone_mid_read() -> None:
+    error = translate_server_error(
+        RuntimeError(
+            "Caused by: java.io.FileNotFoundException: File file:/t/part-1.parquet does not exist"
+        )
+    )
+    assert isinstance(error, ServerFileNotFoundError)
+    assert error.message_parameters["file"] == "file:/t/part-1.parquet"
+
+
+def test_a_worker_error_wins_over_the_texts_it_quotes() -> None:
+    failure = WorkerFailure(StateRecoverError(operation="metadata", version=5))
+    wrapped = RuntimeError(f"Permission denied ... Read-only file system\n{failure}")
+    assert isinstance(translate_server_error(wrapped), StateRecoverError)
+
+
+def test_unavailable_and_lost_sessions() -> None:
+    class Unavailable(RuntimeError):
+        def getGrpcStatusCode(self) -> object:
+            import grpc
+
+            return grpc.StatusCode.UNAVAILABLE
+
+    text = (
+        'status = StatusCode.UNAVAILABLE\n\tdetails = "failed to connect to all addresses; last '
+        'error: UNKNOWN: ipv4:127.0.0.1:1: Failed to connect to remote host: Connection refused"'
+    )
+    error = translate_server_error(Unavailable(text))
+    assert isinstance(error, ServerUnavailableError)
+    assert error.message_parameters["address"] == "sc://127.0.0.1:1"
+    assert "Connection refused" in error.message_parameters["reason"]
+    assert "\n" not in str(error)
+    lost = translate_server_error(RuntimeError("[INVALID_HANDLE.SESSION_CHANGED] The handle ..."))
+    assert isinstance(lost, SessionLostError)
+    assert "connect()" in str(lost)
+
+
+def test_error_texts_name_this_librarys_calls_not_sql() -> None:
+    from delta_connect_py.errors import (
+        FileReferencedNotFoundError,
+        MissingChangeDataError,
+        NoStartForCdcReadError,
+    )
+
+    texts = [
+        str(MissingChangeDataError(start=0, end=3, version=0)),
+        str(FileReferencedNotFoundError(path="p", table="t")),
+        str(NoStartForCdcReadError(path="t")),
+    ]
+    for text in texts:
+        for sql in ("DESCRIBE HISTORY", "ALTER TABLE", "TBLPROPERTIES", "DELETE statement"):
+            assert sql not in text
+    assert "DeltaTable.history()" in texts[0] and "load_cdf" in texts[0]
+    assert "snapshot(version=...)" in texts[1]
+    assert "load_cdf(starting_version=...)" in texts[2]
+
+
+def test_a_log_file_deleted_after_the_listing() -> None:
+    text = (
+        "[PATH_NOT_FOUND] Path does not exist: file:/t/_delta_log/00000000000000000005.json. "
+        "SQLSTATE: 42K03"
+    )
+    error = translate_server_error(RuntimeError(text))
+    assert isinstance(error, ServerFileNotFoundError)
+    assert error.message_parameters["file"] == "file:/t/_delta_log/00000000000000000005.json"
+    assert "DeltaTable.snapshot()" in str(error)
