@@ -15,6 +15,8 @@ Invariants:
   130 when interrupted. An error is one line on stderr (``error: ...``): the DeltaError's
   message, or the exception's class and the first line of its message. A traceback is printed
   only with ``--debug``.
+- While a command runs, its Spark jobs' progress is drawn on stderr when stderr is a terminal
+  and ``rich`` is installed (``cli_progress``); it is gone before the result is printed.
 """
 
 from __future__ import annotations
