@@ -15,12 +15,16 @@ Invariants:
   130 when interrupted. An error is one line on stderr (``error: ...``): the DeltaError's
   message, or the exception's class and the first line of its message. A traceback is printed
   only with ``--debug``.
+- While a command runs, its Spark jobs' progress is drawn on stderr when stderr is a terminal
+  and ``rich`` is installed (``cli_progress``); it is gone before the result is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
+import functools
 import json
 import logging
 import os
@@ -35,7 +39,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from delta_connect_py.errors import DeltaError
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table import DeltaTable
@@ -167,7 +171,18 @@ def frame_rows(frame: DataFrame) -> list[dict[str, Any]]:
 def _table(args: argparse.Namespace) -> DeltaTable:
     from delta_connect_py import DeltaTable, connect
 
-    return DeltaTable.for_path(connect(args.remote), args.path)
+    spark = connect(args.remote)
+    show_progress = getattr(args, "show_progress", None)
+    if show_progress is not None:
+        show_progress(spark)
+    return DeltaTable.for_path(spark, args.path)
+
+
+def _progress_on(stack: contextlib.ExitStack, spark: SparkSession) -> None:
+    """Show ``spark``'s job progress on stderr (a terminal only) until ``stack`` closes."""
+    from delta_connect_py.cli_progress import spark_progress_shown
+
+    stack.enter_context(spark_progress_shown(spark, sys.stderr))
 
 
 def _snapshot(args: argparse.Namespace) -> Snapshot:
@@ -513,7 +528,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         logging.getLogger("DataFrameQueryContextLogger").setLevel(logging.CRITICAL)
     output_format = args.format or ("table" if sys.stdout.isatty() else "json")
     try:
-        write_output(args.command, args.run(args), output_format, sys.stdout)
+        with contextlib.ExitStack() as progress:
+            args.show_progress = functools.partial(_progress_on, progress)
+            payload = args.run(args)
+        write_output(args.command, payload, output_format, sys.stdout)
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
