@@ -175,19 +175,30 @@ class Snapshot:
         since (no newer checkpoint), only the new commits are read and replayed; otherwise this
         is ``table.snapshot()``. Returns ``self`` when there is no new version.
         """
-        table = self.table
-        segment = table.log_segment()
+        segment = self.table.log_segment()
         if segment.version == self.version:
             return self
+        extended = self.extended_to(segment)
+        if extended is None:
+            return self.table.snapshot(snapshot_partitions=self.snapshot_partitions)
+        return extended
+
+    def extended_to(self, segment: LogSegment) -> Snapshot | None:
+        """The snapshot of ``segment`` (a later version of this table, listed now) built on this
+        one's server-side state: only its commits after this version are read and replayed.
+        None when that does not apply: this state is not computed, or ``segment`` has a newer
+        checkpoint or no contiguous commits since this version."""
+        table = self.table
         new_commits = _commits_after(segment, self.version)
         new_versions = [c.version for c in new_commits.commits]
         reusable = (
             "_reconstructed" in self.__dict__
+            and segment.version > self.version
             and segment.checkpoint_version <= self.version
             and new_versions == list(range(self.version + 1, segment.version + 1))
         )
         if not reusable:
-            return table.snapshot(snapshot_partitions=self.snapshot_partitions)
+            return None
         pm = protocol_and_metadata(
             self.spark, new_commits, table.log_dir, previous=self.protocol_and_metadata
         )

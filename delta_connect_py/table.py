@@ -4,7 +4,8 @@ Responsibility: :class:`DeltaTable` turns a user's path into the table root and 
 location the server reads, lists the log, chooses a log segment (latest, a version, or the
 version active at a timestamp) and builds :class:`~delta_connect_py.snapshot.Snapshot` values.
 
-Invariants: a DeltaTable holds no table state (every call lists the log afresh), so versions never
+Invariants: a DeltaTable holds no table state (every call lists the log afresh; snapshots the
+session reuses are kept by ``snapshot_cache``, checked against that listing), so versions never
 change in place; table paths are kept in Hadoop's unescaped form (``file:/a b``) and escaped for
 globbing only where handed to a Spark reader; every snapshot is checked to be readable
 (``DELTA_UNSUPPORTED_FEATURES_FOR_READ``) before it is returned.
@@ -22,7 +23,7 @@ from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
 
-from delta_connect_py import arguments
+from delta_connect_py import arguments, snapshot_cache
 from delta_connect_py.errors import (
     CorruptLogFileError,
     DeltaError,
@@ -89,6 +90,8 @@ class DeltaTable:
     #: Credentials for what the server's Python workers do on the store themselves (see
     #: ``for_path``); never shown in ``repr``.
     storage_options: StorageOptions = field(default=NO_STORAGE_OPTIONS, repr=False)
+    #: Whether ``snapshot()`` may answer from the session's snapshot cache (``snapshot_cache``).
+    snapshot_cache: bool = field(default=True, repr=False, compare=False)
 
     @classmethod
     def for_path(
@@ -96,6 +99,8 @@ class DeltaTable:
         spark: SparkSession,
         path: str | os.PathLike[str],
         storage_options: Mapping[str, str] | None = None,
+        *,
+        snapshot_cache: bool = True,
     ) -> DeltaTable:
         """The table at ``path``: any URI the server reads (file:, s3a:, abfss:, gs:) or a
         local path.
@@ -112,12 +117,13 @@ class DeltaTable:
         inside the Spark plan: prefer short-lived credentials.
 
         ``path`` must be a non-empty ``str`` or ``os.PathLike`` (``DELTA_CONNECT_INVALID_ARGUMENT``
-        otherwise, before the session is touched).
+        otherwise, before the session is touched). ``snapshot_cache=False`` builds every
+        snapshot afresh (see ``delta_connect_py.snapshot_cache``).
         """
         table_root = qualify_table_path(arguments.table_path("DeltaTable.for_path", path))
         options = StorageOptions.of(storage_options)
         prepare_session(spark)
-        return cls(spark, table_root, options)
+        return cls(spark, table_root, options, snapshot_cache=bool(snapshot_cache))
 
     def __repr__(self) -> str:
         """The table's path, and the names (never the values) of its storage options."""
@@ -173,9 +179,11 @@ class DeltaTable:
         """The table at ``version``, at the version active at ``timestamp``, or the latest.
 
         Runs two small Spark jobs (the log listing and the protocol/metadata fast path); the
-        file-level state is replayed lazily on first use. ``version`` is an int, ``timestamp``
-        a datetime (naive is UTC) or an ISO string; at most one of them
-        (``DELTA_CONNECT_INVALID_ARGUMENT`` otherwise, before any job).
+        file-level state is replayed lazily on first use. A snapshot of this session's cache
+        whose log files are listed unchanged is returned after the listing alone, and one whose
+        log has only new commits since is extended by them (``snapshot_cache``). ``version``
+        is an int, ``timestamp`` a datetime (naive is UTC) or an ISO string; at most one of
+        them (``DELTA_CONNECT_INVALID_ARGUMENT`` otherwise, before any job).
         """
         version, timestamp = arguments.version_or_timestamp("snapshot", version, timestamp)
         arguments.optional_integer(
@@ -188,7 +196,13 @@ class DeltaTable:
         listing = self.list_log()
         if timestamp is not None:
             version = self.version_at(timestamp, listing)
-        segment, pm = self.loaded_segment(self.log_segment(version, listing), listing)
+        return snapshot_cache.snapshot_for(self, listing, version, snapshot_partitions)
+
+    def build_snapshot(
+        self, segment: LogSegment, listing: LogListing, snapshot_partitions: int | None = None
+    ) -> Snapshot:
+        """A new snapshot of ``segment`` (chosen from ``listing``), never from the cache."""
+        segment, pm = self.loaded_segment(segment, listing)
         check_readable(pm.protocol, self.table_root, segment.version)
         return Snapshot(
             table=self,
