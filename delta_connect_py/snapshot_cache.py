@@ -71,7 +71,7 @@ class LruPolicy(Generic[K, V]):
 
     ``size_of`` is asked again whenever bounds are enforced (an entry's state may have grown on
     the server since it was put); ``release`` is called once for every value that leaves other
-    than by ``pop``. A value larger than ``max_bytes`` alone is not kept.
+    than by ``pop``. A value larger than ``max_bytes`` alone is not kept (nor released).
     """
 
     def __init__(
@@ -109,9 +109,11 @@ class LruPolicy(Generic[K, V]):
         """Store ``value`` as the most recently used; a value it replaces is released unless
         ``keep(old, new)``; then enforce the bounds."""
         old = self._entries.pop(key, None)
-        self._entries[key] = value
         if old is not None and old is not value and not (keep and keep(old, value)):
             self._release(old)
+        if self._size_of(value) > self.max_bytes:
+            return  # never kept, so not released: its holder still uses it
+        self._entries[key] = value
         self.enforce()
 
     def pop(self, key: K) -> V | None:
