@@ -33,6 +33,7 @@ Invariants:
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections import OrderedDict
@@ -50,6 +51,8 @@ if TYPE_CHECKING:
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table import DeltaTable
     from delta_connect_py.worker.stores import StorageOptions
+
+log = logging.getLogger(__name__)
 
 ENABLED_ENV = "DELTA_CONNECT_SNAPSHOT_CACHE"
 MAX_ENTRIES_ENV = "DELTA_CONNECT_SNAPSHOT_CACHE_ENTRIES"
@@ -192,13 +195,16 @@ def _builds_on(old: Entry, new: Entry) -> bool:
 
 
 def _env_int(name: str, default: int) -> int:
+    """A bound from the environment; an unusable value is warned about (importing the package
+    must not fail over a cache setting) and the default used."""
     value = os.environ.get(name, "").strip()
     if not value:
         return default
     try:
         return max(int(value), 0)
     except ValueError:
-        raise ValueError(f"{name}={value!r} is not a whole number") from None
+        log.warning("%s=%r is not a whole number; using %d", name, value, default)
+        return default
 
 
 def enabled_by_environment() -> bool:

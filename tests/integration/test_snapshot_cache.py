@@ -230,9 +230,7 @@ def test_the_cache_is_per_session(spark: Any, spark_remote: str, tmp_path: Path)
     assert {key.session_id for key in snapshot_cache.cached_keys()} == {spark.session_id}
 
 
-def test_eviction_by_count_and_bytes_releases_the_server_state(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_eviction_by_count_and_bytes_releases_the_server_state(spark: Any, tmp_path: Path) -> None:
     roots = [tmp_path / name for name in ("a", "b", "c")]
     for root in roots:
         _new_table(root)
