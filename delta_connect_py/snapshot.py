@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StructType
 
-from delta_connect_py import arguments
+from delta_connect_py import arguments, snapshot_cache
 from delta_connect_py.data import snapshot_to_df
 from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.job_log import logged_job
@@ -222,19 +222,30 @@ class Snapshot:
         Example:
             >>> snap = snap.update()  # a poller: cheap when a few commits were added
         """
-        table = self.table
-        segment = table.log_segment()
+        segment = self.table.log_segment()
         if segment.version == self.version:
             return self
+        extended = self.extended_to(segment)
+        if extended is None:
+            return snapshot_of(self.table, snapshot_partitions=self.snapshot_partitions)
+        return extended
+
+    def extended_to(self, segment: LogSegment) -> Snapshot | None:
+        """The snapshot of ``segment`` (a later version of this table, listed now) built on this
+        one's server-side state: only its commits after this version are read and replayed.
+        None when that does not apply: this state is not computed, or ``segment`` has a newer
+        checkpoint or no contiguous commits since this version."""
+        table = self.table
         new_commits = _commits_after(segment, self.version)
         new_versions = [c.version for c in new_commits.commits]
         reusable = (
             "_reconstructed" in self.__dict__
+            and segment.version > self.version
             and segment.checkpoint_version <= self.version
             and new_versions == list(range(self.version + 1, segment.version + 1))
         )
         if not reusable:
-            return snapshot_of(table, snapshot_partitions=self.snapshot_partitions)
+            return None
         pm = protocol_and_metadata(
             self.spark, new_commits, table.log_dir, previous=self.protocol_and_metadata
         )
@@ -522,15 +533,19 @@ def snapshot_of(
     listing = table.list_log()
     if timestamp is not None:
         version = table.version_at(timestamp, listing)
-    segment, pm = table.loaded_segment(table.log_segment(version, listing), listing)
-    check_readable(pm.protocol, table.table_root, segment.version)
-    return Snapshot(
-        table=table,
-        segment=segment,
-        protocol_and_metadata=pm,
-        snapshot_partitions=snapshot_partitions,
-        created_at_ms=now_ms(),
-    )
+
+    def build(chosen: LogSegment) -> Snapshot:
+        segment, pm = table.loaded_segment(chosen, listing)
+        check_readable(pm.protocol, table.table_root, segment.version)
+        return Snapshot(
+            table=table,
+            segment=segment,
+            protocol_and_metadata=pm,
+            snapshot_partitions=snapshot_partitions,
+            created_at_ms=now_ms(),
+        )
+
+    return snapshot_cache.snapshot_for(table, listing, version, snapshot_partitions, build)
 
 
 def _commits_after(segment: LogSegment, version: int) -> LogSegment:

@@ -5,7 +5,8 @@ Responsibility: :class:`DeltaTable` is the public facade: it builds a table from
 cleanup, the change data feed), each delegated to the feature module that does it. Reading the
 log itself (listing, segments, timestamps) is :class:`~delta_connect_py.table_log.TableLog`'s.
 
-Invariants: a DeltaTable holds no table state (every call lists the log afresh), so versions never
+Invariants: a DeltaTable holds no table state (every call lists the log afresh; snapshots the
+session reuses are kept by ``snapshot_cache``, checked against that listing), so versions never
 change in place; every snapshot is checked to be readable (``DELTA_UNSUPPORTED_FEATURES_FOR_READ``)
 before it is returned. Nothing below this module imports it: the feature modules read a table
 through ``TableLog``.
@@ -53,6 +54,8 @@ class DeltaTable(TableLog):
         spark: SparkSession,
         path: str | os.PathLike[str],
         storage_options: Mapping[str, str] | None = None,
+        *,
+        snapshot_cache: bool = True,
     ) -> DeltaTable:
         """The table at ``path``: any URI the server reads (file:, s3a:, abfss:, gs:) or a
         local path. Nothing is read yet.
@@ -72,6 +75,8 @@ class DeltaTable(TableLog):
             spark: a Spark Connect session (``delta_connect_py.connect()`` makes one).
             path: the table's root folder, a non-empty ``str`` or ``os.PathLike``.
             storage_options: credentials for the server's Python workers' own file operations.
+            snapshot_cache: ``False`` builds every snapshot afresh, never answering from the
+                session's snapshot cache (see ``delta_connect_py.snapshot_cache``).
 
         Returns:
             The table. The first call with a session checks the server once (its Spark version
@@ -88,7 +93,7 @@ class DeltaTable(TableLog):
         table_root = qualify_table_path(arguments.table_path("DeltaTable.for_path", path))
         options = StorageOptions.of(storage_options)
         prepare_session(spark)
-        return cls(spark, table_root, options)
+        return cls(spark, table_root, options, snapshot_cache=bool(snapshot_cache))
 
     def __repr__(self) -> str:
         """The table's path, and the names (never the values) of its storage options."""

@@ -82,6 +82,8 @@ class TableLog:
     #: Credentials for what the server's Python workers do on the store themselves (see
     #: ``DeltaTable.for_path``); never shown in ``repr``.
     storage_options: StorageOptions = field(default=NO_STORAGE_OPTIONS, repr=False)
+    #: Whether snapshots may be answered from the session's snapshot cache (``snapshot_cache``).
+    snapshot_cache: bool = field(default=True, repr=False, compare=False)
 
     def check_worker_file_access(self, operation: str) -> None:
         """Fail now, with a clear error, when the server's Python workers cannot write to this

@@ -1,0 +1,342 @@
+"""Snapshots kept per Spark Connect session and table, checked against the log on every call.
+
+Responsibility: ``DeltaTable.snapshot()`` asks this module for its snapshot after listing the log
+(one job: every log file's name, size and modification time). The latest snapshot of a table
+whose listed segment (checkpoint and commit files, with their sizes and modification times) is
+the one a cached snapshot was built from is that cached snapshot, whose state, protocol and
+metadata are then known without a job. A log that has only grown by commits since is answered
+by extending the cached snapshot's server-side state with the new commits
+(``Snapshot.extended_to``, as ``update()`` does). A time-travel snapshot (a version, or the
+version active at a timestamp) is cached by version and reused while that version's segment is
+listed unchanged. Anything else is built afresh, exactly as without the cache.
+
+Invariants:
+
+- Nothing is trusted without the current listing: a hit requires the same files (names, sizes,
+  modification times) as when the entry was built, so a commit, a new checkpoint, a cleanup or a
+  table deleted and recreated at the same path (its commit files written anew) makes a miss; an
+  extension requires the cached segment's newest file to be listed unchanged (the same lineage)
+  and the new commits to follow it without a newer checkpoint. ``_last_checkpoint`` is only a
+  hint: the segment chosen from the files is compared, not the hint. A version that the log can
+  no longer reconstruct fails as it does without the cache, as the segment is built first.
+- Entries are keyed by the Connect session (its client session id and the server-side session id
+  the listing just observed), the table root, the storage options, the version (None: latest)
+  and ``snapshot_partitions``: sessions never share an entry, and a server restarted under the
+  same client session (a new server-side session id) never sees an entry of the old one. Entries
+  of a stopped session are dropped on the next call.
+- The cache holds at most ``max_entries`` snapshots and an estimate of ``max_bytes`` of
+  server-side state, least recently used first out; an evicted or replaced entry releases its
+  server-side state (``Snapshot.unpersist``) unless a newer entry is built on it.
+- Turned off (``DELTA_CONNECT_SNAPSHOT_CACHE=0``, or ``DeltaTable.for_path(...,
+  snapshot_cache=False)``), every call builds afresh and nothing is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from delta_connect_py.connections import session_key
+from delta_connect_py.protocol.segment import LogSegment
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from delta_connect_py.plans.listing import LogListing
+    from delta_connect_py.protocol.filenames import LogFile
+    from delta_connect_py.snapshot import Snapshot
+    from delta_connect_py.table_log import TableLog
+    from delta_connect_py.worker.stores import StorageOptions
+
+log = logging.getLogger(__name__)
+
+ENABLED_ENV = "DELTA_CONNECT_SNAPSHOT_CACHE"
+MAX_ENTRIES_ENV = "DELTA_CONNECT_SNAPSHOT_CACHE_ENTRIES"
+MAX_BYTES_ENV = "DELTA_CONNECT_SNAPSHOT_CACHE_BYTES"
+DEFAULT_MAX_ENTRIES = 32
+DEFAULT_MAX_BYTES = 1 << 30
+#: What an entry costs the server beyond its replayed rows (plans, small relations).
+ENTRY_OVERHEAD_BYTES = 4096
+#: Per live file, the file-name hash indexes an update's state keeps on the server.
+BYTES_PER_FILE = 16
+_OFF = {"0", "false", "off", "no"}
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class LruPolicy(Generic[K, V]):
+    """Least recently used entries out first, bounded by count and by estimated bytes.
+
+    ``size_of`` is asked again whenever bounds are enforced (an entry's state may have grown on
+    the server since it was put); ``release`` is called once for every value that leaves other
+    than by ``pop``. A value larger than ``max_bytes`` alone is not kept (nor released).
+    """
+
+    def __init__(
+        self,
+        max_entries: int,
+        max_bytes: int,
+        size_of: Callable[[V], int],
+        release: Callable[[V], None],
+    ) -> None:
+        self.max_entries = max_entries
+        self.max_bytes = max_bytes
+        self._size_of = size_of
+        self._release = release
+        self._entries: OrderedDict[K, V] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def keys(self) -> list[K]:
+        """Keys, least recently used first."""
+        return list(self._entries)
+
+    def get(self, key: K) -> V | None:
+        """The value of ``key``, now the most recently used; None when absent."""
+        value = self._entries.get(key)
+        if value is not None:
+            self._entries.move_to_end(key)
+        return value
+
+    def peek(self, key: K) -> V | None:
+        """The value of ``key`` without touching its recency."""
+        return self._entries.get(key)
+
+    def put(self, key: K, value: V, keep: Callable[[V, V], bool] | None = None) -> None:
+        """Store ``value`` as the most recently used; a value it replaces is released unless
+        ``keep(old, new)``; then enforce the bounds."""
+        old = self._entries.pop(key, None)
+        if old is not None and old is not value and not (keep and keep(old, value)):
+            self._release(old)
+        if self._size_of(value) > self.max_bytes:
+            return  # never kept, so not released: its holder still uses it
+        self._entries[key] = value
+        self.enforce()
+
+    def pop(self, key: K) -> V | None:
+        """Remove ``key`` without releasing its value."""
+        return self._entries.pop(key, None)
+
+    def discard(self, key: K) -> None:
+        """Remove ``key`` and release its value."""
+        value = self._entries.pop(key, None)
+        if value is not None:
+            self._release(value)
+
+    def enforce(self) -> None:
+        """Evict least recently used entries until both bounds hold."""
+        while len(self._entries) > max(self.max_entries, 0):
+            self.discard(next(iter(self._entries)))
+        sizes = {key: self._size_of(value) for key, value in self._entries.items()}
+        total = sum(sizes.values())
+        for key in list(self._entries):
+            if total <= self.max_bytes:
+                break
+            total -= sizes[key]
+            self.discard(key)
+
+    def total_bytes(self) -> int:
+        return sum(self._size_of(value) for value in self._entries.values())
+
+    def clear(self) -> None:
+        for key in list(self._entries):
+            self.discard(key)
+
+
+@dataclass(frozen=True)
+class CacheKey:
+    session_id: str
+    server_session_id: str | None
+    table_root: str
+    storage_options: StorageOptions
+    #: None: the latest version.
+    version: int | None
+    snapshot_partitions: int | None
+
+
+@dataclass(frozen=True)
+class Entry:
+    snapshot: Snapshot
+    #: The segment chosen from the listing (before any retry on an earlier checkpoint): what a
+    #: later listing must choose again for a hit.
+    listed: LogSegment
+
+
+def estimated_server_bytes(entry: Entry) -> int:
+    """What ``entry`` holds on the server, estimated: its replayed commit rows (about the commit
+    bytes read, the checkpoint's rows are read from the parquet again) plus, once its state is
+    known, the file-name indexes an update keeps per live file."""
+    snapshot = entry.snapshot
+    # The replay's bytes are known once the state is on the server (``Snapshot._reconstructed``);
+    # before, the protocol-and-metadata read may hold the segment's commit lines.
+    reconstructed = snapshot.__dict__.get("_reconstructed")
+    replayed = (
+        reconstructed.replayed_bytes
+        if reconstructed is not None
+        else sum(commit.size for commit in snapshot.segment.commits)
+    )
+    files = snapshot.state.num_of_files if snapshot.state_known else 0
+    return ENTRY_OVERHEAD_BYTES + replayed + BYTES_PER_FILE * files
+
+
+def _release(entry: Entry) -> None:
+    entry.snapshot.unpersist()
+
+
+def _builds_on(old: Entry, new: Entry) -> bool:
+    """Whether ``new`` extends ``old``'s server-side state (then ``old``'s must stay)."""
+    return new.snapshot.previous is old.snapshot
+
+
+def _env_int(name: str, default: int) -> int:
+    """A bound from the environment; an unusable value is warned about (importing the package
+    must not fail over a cache setting) and the default used."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return max(int(value), 0)
+    except ValueError:
+        log.warning("%s=%r is not a whole number; using %d", name, value, default)
+        return default
+
+
+def enabled_by_environment() -> bool:
+    return os.environ.get(ENABLED_ENV, "1").strip().lower() not in _OFF
+
+
+_lock = threading.RLock()
+_cache: LruPolicy[CacheKey, Entry] = LruPolicy(
+    _env_int(MAX_ENTRIES_ENV, DEFAULT_MAX_ENTRIES),
+    _env_int(MAX_BYTES_ENV, DEFAULT_MAX_BYTES),
+    estimated_server_bytes,
+    _release,
+)
+#: The sessions whose entries the cache holds, to drop them once stopped.
+_sessions: dict[str, SparkSession] = {}
+
+
+def configure(max_entries: int | None = None, max_bytes: int | None = None) -> None:
+    """Change the bounds (evicting at once what no longer fits)."""
+    with _lock:
+        if max_entries is not None:
+            _cache.max_entries = max_entries
+        if max_bytes is not None:
+            _cache.max_bytes = max_bytes
+        _cache.enforce()
+
+
+def clear() -> None:
+    """Drop every entry, releasing its server-side state."""
+    with _lock:
+        _cache.clear()
+        _sessions.clear()
+
+
+def cached_keys() -> list[CacheKey]:
+    """The keys held, least recently used first (for tests and diagnostics)."""
+    with _lock:
+        return _cache.keys()
+
+
+def cached_bytes() -> int:
+    """The estimated server-side bytes held."""
+    with _lock:
+        return _cache.total_bytes()
+
+
+def snapshot_for(
+    table: TableLog,
+    listing: LogListing,
+    version: int | None,
+    snapshot_partitions: int | None,
+    build: Callable[[LogSegment], Snapshot],
+) -> Snapshot:
+    """``table``'s snapshot at ``version`` (None: the latest) for the log as ``listing`` shows
+    it: cached, extended from a cached one, or made by ``build`` (never from the cache)."""
+    segment = table.log_segment(version, listing)
+    if not (table.snapshot_cache and enabled_by_environment()):
+        return build(segment)
+    key = _key(table, version, snapshot_partitions)
+    with _lock:
+        _drop_stopped_sessions()
+        _sessions[key.session_id] = table.spark
+        cached = _cache.get(key)
+        latest = _cache.peek(_latest_key(key)) if version is not None else None
+    for candidate in (cached, latest):
+        if candidate is not None and _same_files(candidate.listed, segment):
+            return candidate.snapshot
+    snapshot = None
+    if version is None and cached is not None and _same_lineage(cached.listed, listing):
+        snapshot = cached.snapshot.extended_to(segment)
+    if snapshot is None:
+        snapshot = build(segment)
+    with _lock:
+        _cache.put(key, Entry(snapshot, segment), keep=_builds_on)
+    return snapshot
+
+
+def _key(table: TableLog, version: int | None, snapshot_partitions: int | None) -> CacheKey:
+    client = getattr(table.spark, "client", None)
+    return CacheKey(
+        session_id=session_key(table.spark),
+        # Observed by the listing just run: a server restarted behind this client session
+        # answers with another one.
+        server_session_id=getattr(client, "_server_session_id", None),
+        table_root=table.table_root,
+        storage_options=table.storage_options,
+        version=version,
+        snapshot_partitions=snapshot_partitions,
+    )
+
+
+def _latest_key(key: CacheKey) -> CacheKey:
+    return CacheKey(
+        key.session_id,
+        key.server_session_id,
+        key.table_root,
+        key.storage_options,
+        None,
+        key.snapshot_partitions,
+    )
+
+
+def _drop_stopped_sessions() -> None:
+    stopped = {sid for sid, spark in _sessions.items() if getattr(spark, "is_stopped", False)}
+    if not stopped:
+        return
+    for key in list(_cache.keys()):
+        if key.session_id in stopped:
+            _cache.discard(key)
+    for sid in stopped:
+        del _sessions[sid]
+
+
+def _same_files(cached: LogSegment, listed: LogSegment) -> bool:
+    """Whether ``listed`` reconstructs the version ``cached`` did from the very same files."""
+    return (
+        cached.version == listed.version
+        and cached.checkpoint == listed.checkpoint
+        and cached.commits == listed.commits
+    )
+
+
+def _newest_files(segment: LogSegment) -> tuple[LogFile, ...]:
+    if segment.commits:
+        return (segment.commits[-1],)
+    assert segment.checkpoint is not None
+    return segment.checkpoint.files
+
+
+def _same_lineage(cached: LogSegment, listing: LogListing) -> bool:
+    """Whether the log still holds the cached segment's newest file(s) unchanged (same name,
+    size and modification time): a table recreated at the same path has written them anew."""
+    listed = set(listing.files)
+    return all(file in listed for file in _newest_files(cached))

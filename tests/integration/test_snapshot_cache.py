@@ -1,0 +1,321 @@
+"""The session's snapshot cache against a real server, with delta-rs writing between calls.
+
+delta-rs (``deltalake``) is the other writer and the oracle: after every change (a commit, a
+checkpoint, a rewritten ``_last_checkpoint``, a cleanup, the table deleted and recreated), the
+cached path's snapshot must have delta-rs's version and files, and the state of a snapshot built
+without the cache.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable as RsDeltaTable
+from deltalake import write_deltalake
+
+from delta_connect_py import DeltaTable, snapshot_cache
+from delta_connect_py.errors import DeltaError
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def empty_cache() -> Iterator[None]:
+    snapshot_cache.clear()
+    entries, max_bytes = snapshot_cache._cache.max_entries, snapshot_cache._cache.max_bytes
+    yield
+    snapshot_cache.configure(max_entries=entries, max_bytes=max_bytes)
+    snapshot_cache.clear()
+
+
+def _files(snapshot: Any) -> set[str]:
+    return {unquote(row["path"]) for row in snapshot.all_files().select("path").collect()}
+
+
+def _rs(root: Path) -> tuple[int, set[str]]:
+    table = RsDeltaTable(str(root))
+    paths = table.get_add_actions(flatten=True).column("path").to_pylist()
+    return table.version(), {unquote(p) for p in paths}
+
+
+def _state(snapshot: Any) -> tuple[Any, ...]:
+    state = snapshot.state
+    return (
+        snapshot.version,
+        state.num_of_files,
+        state.size_in_bytes,
+        state.num_of_removes,
+        state.metadata,
+        state.protocol,
+    )
+
+
+def _append(root: Path, number: int) -> None:
+    write_deltalake(str(root), pa.table({"id": [number], "p": [f"p{number % 3}"]}), mode="append")
+
+
+def _assert_like_delta_rs(spark: Any, root: Path, snapshot: Any) -> None:
+    version, files = _rs(root)
+    assert snapshot.version == version
+    assert _files(snapshot) == files
+    assert snapshot.state.num_of_files == len(files)
+    uncached = DeltaTable.for_path(spark, str(root), snapshot_cache=False).snapshot()
+    assert _state(snapshot) == _state(uncached)
+
+
+def _new_table(root: Path, **configuration: str) -> None:
+    write_deltalake(
+        str(root),
+        pa.table({"id": [0, 1], "p": ["p0", "p1"]}),
+        partition_by=["p"],
+        configuration=configuration or None,
+    )
+
+
+def test_an_unchanged_log_is_answered_from_the_cache_for_every_table_object(
+    spark: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "t"
+    _new_table(root)
+    _append(root, 2)
+    first = DeltaTable.for_path(spark, str(root)).snapshot()
+    state = first.state
+    again = DeltaTable.for_path(spark, str(root)).snapshot()
+    assert again is first
+    assert again.state_known and again.state is state
+    uncached = DeltaTable.for_path(spark, str(root), snapshot_cache=False).snapshot()
+    assert uncached is not first
+    assert _state(uncached) == _state(first)
+
+
+def test_the_environment_variable_turns_the_cache_off(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "t"
+    _new_table(root)
+    table = DeltaTable.for_path(spark, str(root))
+    monkeypatch.setenv(snapshot_cache.ENABLED_ENV, "0")
+    assert table.snapshot() is not table.snapshot()
+    assert snapshot_cache.cached_keys() == []
+    monkeypatch.setenv(snapshot_cache.ENABLED_ENV, "1")
+    assert table.snapshot() is table.snapshot()
+
+
+def test_another_writer_between_calls_matches_delta_rs(spark: Any, tmp_path: Path) -> None:
+    """Commits extend the cached state; a checkpoint, a rewritten hint and a cleanup are seen;
+    every step equals delta-rs and a snapshot built without the cache."""
+    root = tmp_path / "t"
+    _new_table(root, **{"delta.logRetentionDuration": "interval 0 seconds"})
+    table = DeltaTable.for_path(spark, str(root))
+    cached = table.snapshot()
+    _assert_like_delta_rs(spark, root, cached)
+
+    _append(root, 2)
+    extended = table.snapshot()
+    assert extended.previous is cached  # built on the cached state: only the commit replayed
+    _assert_like_delta_rs(spark, root, extended)
+
+    RsDeltaTable(str(root)).delete("id = 0")  # removes a file
+    _assert_like_delta_rs(spark, root, table.snapshot())
+
+    RsDeltaTable(str(root)).create_checkpoint()
+    checkpointed = table.snapshot()
+    _assert_like_delta_rs(spark, root, checkpointed)
+
+    _append(root, 3)
+    after_checkpoint = table.snapshot()
+    assert after_checkpoint.segment.checkpoint is not None
+    _assert_like_delta_rs(spark, root, after_checkpoint)
+
+    # A hint naming an older version (another writer's stale rewrite) changes nothing.
+    hint = root / "_delta_log" / "_last_checkpoint"
+    hint.write_text('{"version":0,"size":3}')
+    assert table.snapshot() is after_checkpoint
+    _assert_like_delta_rs(spark, root, after_checkpoint)
+
+    time.sleep(0.05)
+    deleted = RsDeltaTable(str(root)).cleanup_metadata()
+    assert (root / "_delta_log" / "00000000000000000000.json").exists() is False, deleted
+    after_cleanup = table.snapshot()
+    _assert_like_delta_rs(spark, root, after_cleanup)
+    _append(root, 4)
+    _assert_like_delta_rs(spark, root, table.snapshot())
+
+
+def _recreate(root: Path, commits: int, first_id: int) -> None:
+    shutil.rmtree(root)
+    write_deltalake(str(root), pa.table({"id": [first_id], "p": ["x"]}), partition_by=["p"])
+    for number in range(1, commits):
+        _append(root, first_id + number)
+
+
+@pytest.mark.parametrize("new_commits", [1, 2, 4])
+def test_a_table_deleted_and_recreated_at_the_same_path(
+    spark: Any, tmp_path: Path, new_commits: int
+) -> None:
+    """The cached state is at version 1; the new table reaches version 0, 1 or 3: never the old
+    state, never the old state extended by the new table's commits."""
+    root = tmp_path / "t"
+    _new_table(root)
+    _append(root, 2)
+    table = DeltaTable.for_path(spark, str(root))
+    old = table.snapshot()
+    assert old.version == 1 and old.state.num_of_files == 3
+    _recreate(root, new_commits, first_id=100)
+    recreated = table.snapshot()
+    assert recreated is not old and recreated.previous is None
+    _assert_like_delta_rs(spark, root, recreated)
+
+
+def test_time_travel_is_cached_by_version_until_the_log_drops_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "t"
+    _new_table(root, **{"delta.logRetentionDuration": "interval 0 seconds"})
+    for number in range(2, 5):
+        _append(root, number)
+    table = DeltaTable.for_path(spark, str(root))
+    at_one = table.snapshot(version=1)
+    assert _files(at_one) == {
+        unquote(p)
+        for p in RsDeltaTable(str(root), version=1)
+        .get_add_actions(flatten=True)
+        .column("path")
+        .to_pylist()
+    }
+    assert table.snapshot(version=1) is at_one
+    latest = table.snapshot()
+    assert table.snapshot(version=latest.version) is latest  # the latest entry serves its version
+
+    RsDeltaTable(str(root)).create_checkpoint()
+    time.sleep(0.05)
+    RsDeltaTable(str(root)).cleanup_metadata()
+    uncached = DeltaTable.for_path(spark, str(root), snapshot_cache=False)
+    with pytest.raises(DeltaError) as without_cache:
+        uncached.snapshot(version=1)
+    with pytest.raises(DeltaError) as with_cache:
+        table.snapshot(version=1)
+    assert with_cache.value.getErrorClass() == without_cache.value.getErrorClass()
+    assert str(with_cache.value) == str(without_cache.value)
+
+
+def test_the_cache_is_per_session(spark: Any, spark_remote: str, tmp_path: Path) -> None:
+    from pyspark.sql import SparkSession
+
+    root = tmp_path / "t"
+    _new_table(root)
+    mine = DeltaTable.for_path(spark, str(root)).snapshot()
+    other_session = SparkSession.builder.remote(spark_remote).create()
+    try:
+        theirs = DeltaTable.for_path(other_session, str(root)).snapshot()
+        assert theirs is not mine
+        assert theirs.spark is other_session
+        assert DeltaTable.for_path(other_session, str(root)).snapshot() is theirs
+        assert {key.session_id for key in snapshot_cache.cached_keys()} == {
+            spark.session_id,
+            other_session.session_id,
+        }
+    finally:
+        other_session.stop()
+    # A stopped session's entries go at the next call.
+    assert DeltaTable.for_path(spark, str(root)).snapshot() is mine
+    assert {key.session_id for key in snapshot_cache.cached_keys()} == {spark.session_id}
+
+
+def test_eviction_by_count_and_bytes_releases_the_server_state(spark: Any, tmp_path: Path) -> None:
+    roots = [tmp_path / name for name in ("a", "b", "c")]
+    for root in roots:
+        _new_table(root)
+    snapshot_cache.configure(max_entries=2)
+    snapshots = []
+    for root in roots:
+        snapshots.append(DeltaTable.for_path(spark, str(root)).snapshot())
+        assert snapshots[-1].state.num_of_files == 2  # its state is on the server
+    # a, the least recently used, was evicted when c came in.
+    assert [key.table_root.rsplit("/", 1)[-1] for key in snapshot_cache.cached_keys()] == [
+        "b",
+        "c",
+    ]
+    assert "_reconstructed" not in snapshots[0].__dict__  # released
+    assert DeltaTable.for_path(spark, str(roots[0])).snapshot() is not snapshots[0]
+
+    snapshot_cache.configure(max_bytes=snapshot_cache.cached_bytes() - 1)
+    assert len(snapshot_cache.cached_keys()) == 1
+    snapshot_cache.configure(max_bytes=0)
+    assert snapshot_cache.cached_keys() == []
+    fresh = DeltaTable.for_path(spark, str(roots[1])).snapshot()
+    assert DeltaTable.for_path(spark, str(roots[1])).snapshot() is not fresh
+
+
+def _writers() -> list[Callable[[Path], object]]:
+    return [
+        lambda root: _append(root, 9),
+        lambda root: RsDeltaTable(str(root)).create_checkpoint(),
+        lambda root: RsDeltaTable(str(root)).delete("id = 1"),
+    ]
+
+
+@pytest.mark.parametrize("writer", range(3))
+def test_a_computed_state_stays_right_when_asked_again_after_a_write(
+    spark: Any, tmp_path: Path, writer: int
+) -> None:
+    root = tmp_path / "t"
+    _new_table(root)
+    table = DeltaTable.for_path(spark, str(root))
+    before = table.snapshot()
+    assert before.state.num_of_files == 2
+    _writers()[writer](root)
+    after = table.snapshot()
+    if writer == 1:  # a checkpoint of the same version: the same state, rebuilt
+        assert after.version == before.version
+    _assert_like_delta_rs(spark, root, after)
+    assert os.path.isdir(root / "_delta_log")
+
+
+@pytest.mark.embedded
+def test_a_restarted_server_never_gets_a_cached_state(tmp_path: Path) -> None:
+    """A server stopped and started again on the same port: the old session's cached snapshot
+    is never handed out, neither to that session (its server-side session is gone) nor to a new
+    one."""
+    from pyspark.sql import SparkSession
+
+    from delta_connect_py.embedded import EmbeddedServer, free_port
+
+    root = tmp_path / "t"
+    _new_table(root)
+    worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON", sys.executable)
+    port = free_port()
+    server = EmbeddedServer(worker_python=worker_python, port=port).start()
+    try:
+        session = SparkSession.builder.remote(server.remote).create()
+        old = DeltaTable.for_path(session, str(root)).snapshot()
+        assert old.state.num_of_files == 2
+        server.stop()
+        server = EmbeddedServer(worker_python=worker_python, port=port).start()
+        try:
+            again = DeltaTable.for_path(session, str(root)).snapshot()
+        except Exception as error:  # the client refuses a server-side session it did not see
+            assert "SESSION_CHANGED" in str(error) or "session" in str(error).lower()
+        else:
+            assert again is not old
+            assert _state(again) == _state(old)
+        fresh_session = SparkSession.builder.remote(server.remote).create()
+        fresh = DeltaTable.for_path(fresh_session, str(root)).snapshot()
+        assert fresh is not old and fresh.spark is fresh_session
+        assert _state(fresh) == _state(old)
+        assert _files(fresh) == _rs(root)[1]
+        with contextlib.suppress(Exception):
+            session.stop()
+        fresh_session.stop()
+    finally:
+        server.stop()
