@@ -278,4 +278,3 @@ def test_a_computed_state_stays_right_when_asked_again_after_a_write(
         assert after.version == before.version
     _assert_like_delta_rs(spark, root, after)
     assert os.path.isdir(root / "_delta_log")
-
