@@ -8,10 +8,8 @@ without the cache.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -280,42 +278,3 @@ def test_a_computed_state_stays_right_when_asked_again_after_a_write(
         assert after.version == before.version
     _assert_like_delta_rs(spark, root, after)
     assert os.path.isdir(root / "_delta_log")
-
-
-@pytest.mark.embedded
-def test_a_restarted_server_never_gets_a_cached_state(tmp_path: Path) -> None:
-    """A server stopped and started again on the same port: the old session's cached snapshot
-    is never handed out, neither to that session (its server-side session is gone) nor to a new
-    one."""
-    from pyspark.sql import SparkSession
-
-    from delta_connect_py.embedded import EmbeddedServer, free_port
-
-    root = tmp_path / "t"
-    _new_table(root)
-    worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON", sys.executable)
-    port = free_port()
-    server = EmbeddedServer(worker_python=worker_python, port=port).start()
-    try:
-        session = SparkSession.builder.remote(server.remote).create()
-        old = DeltaTable.for_path(session, str(root)).snapshot()
-        assert old.state.num_of_files == 2
-        server.stop()
-        server = EmbeddedServer(worker_python=worker_python, port=port).start()
-        try:
-            again = DeltaTable.for_path(session, str(root)).snapshot()
-        except Exception as error:  # the client refuses a server-side session it did not see
-            assert "SESSION_CHANGED" in str(error) or "session" in str(error).lower()
-        else:
-            assert again is not old
-            assert _state(again) == _state(old)
-        fresh_session = SparkSession.builder.remote(server.remote).create()
-        fresh = DeltaTable.for_path(fresh_session, str(root)).snapshot()
-        assert fresh is not old and fresh.spark is fresh_session
-        assert _state(fresh) == _state(old)
-        assert _files(fresh) == _rs(root)[1]
-        with contextlib.suppress(Exception):
-            session.stop()
-        fresh_session.stop()
-    finally:
-        server.stop()
