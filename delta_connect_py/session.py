@@ -188,6 +188,11 @@ def translate_server_error(exc: BaseException) -> Exception:
     decoded = decode_worker_failure(text)
     if decoded is not None:
         return decoded
+    from delta_connect_py.plans.action_lines import corrupt_line_error
+
+    invalid_line = corrupt_line_error(text)
+    if invalid_line is not None:
+        return invalid_line
     mismatch = re.search(
         r"different version:? (\d+\.\d+)\S* than that in driver:? (\d+\.\d+)", text
     )

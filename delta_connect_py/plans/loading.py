@@ -29,6 +29,7 @@ import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.plans.action_lines import valid_action_lines
 from delta_connect_py.plans.file_keys import is_file_action
 from delta_connect_py.plans.spark import (
     collect,
@@ -111,14 +112,12 @@ def read_commits(
     spark: SparkSession, files: Sequence[LogFile], schema: StructType = COMMIT_SPARK_SCHEMA
 ) -> DataFrame:
     """Commit (or compaction) JSON with the ``schema`` action columns (default: every action),
-    plus ``version`` and ``_file``."""
-    source = F.col("_metadata.file_path")
-    reader = spark.read.schema(schema).option("mode", "FAILFAST").format("json")
-    return load_log_files(reader, files).select(
-        "*",
-        F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
-        source.alias(FILE_COLUMN),
-    )
+    plus ``version`` and ``_file``; every line checked (``action_lines``).
+
+    Spark's text source and ``from_json`` rather than its JSON source: the same parser, and
+    the raw line stays at hand for the checks the parser does not make.
+    """
+    return parse_lines(_spark_commit_lines(spark, files), schema)
 
 
 #: Commit bytes one reading task handles.
@@ -246,8 +245,8 @@ QUOTED_LINE_CHARS = 200
 
 def first_malformed_line(
     spark: SparkSession, files: Sequence[LogFile], schema: StructType
-) -> tuple[str, str] | None:
-    """(file, line) of the oldest commit line that does not parse as ``schema`` actions.
+) -> tuple[int, str, str] | None:
+    """(version, file, line) of the oldest commit line that does not parse as ``schema`` actions.
 
     The same parser as the FAILFAST reads, in PERMISSIVE mode, which marks exactly the lines
     FAILFAST fails on (one job, run only after a read has failed).
@@ -260,7 +259,7 @@ def first_malformed_line(
     lines = commit_lines(spark, files)
     bad = lines.where(parsed.isNotNull()).select(VERSION_COLUMN, FILE_COLUMN, "value")
     rows = collect(bad.orderBy(VERSION_COLUMN).limit(1))
-    return (rows[0][FILE_COLUMN], rows[0]["value"]) if rows else None
+    return (rows[0][VERSION_COLUMN], rows[0][FILE_COLUMN], rows[0]["value"]) if rows else None
 
 
 @contextmanager
@@ -283,21 +282,22 @@ def malformed_commits_reported(
         found = first_malformed_line(spark, files, schema)
         if found is None:
             raise
-        file, line = found
+        version, file, line = found
         quoted = line if len(line) <= QUOTED_LINE_CHARS else line[:QUOTED_LINE_CHARS] + "..."
         raise CorruptLogFileError(
             file=file,
             path=path,
-            reason=f"a line is not valid JSON of Delta actions: {quoted}",
+            reason=f"version {version}: a line is not valid JSON of Delta actions: {quoted}",
         ) from exc
 
 
 def parse_lines(lines: DataFrame, schema: StructType) -> DataFrame:
-    """``lines`` parsed as ``schema`` actions, keeping ``version`` and ``_file``."""
-    action = F.from_json(F.col("value"), schema, {"mode": "FAILFAST"}).alias("action")
-    return lines.select(action, VERSION_COLUMN, FILE_COLUMN).select(
-        "action.*", VERSION_COLUMN, FILE_COLUMN
-    )
+    """``lines`` parsed as ``schema`` actions, keeping ``version`` and ``_file``; the query
+    fails on the first line that is not a valid action (``action_lines``)."""
+    action = F.from_json(F.col("value"), schema, {"mode": "FAILFAST"})
+    parsed = lines.select(action.alias("action"), "value", VERSION_COLUMN, FILE_COLUMN)
+    checked = parsed.where(valid_action_lines(F.col("value"), F.col("action"), schema))
+    return checked.select("action.*", VERSION_COLUMN, FILE_COLUMN)
 
 
 #: Up to this many commit files (those after a checkpoint, or an update's new commits), Spark's
