@@ -64,9 +64,10 @@ QUOTED_LINE_CHARS = 200
 def invalid_line_reason(value: Column, action: Column, schema: StructType) -> Column:
     """Why the line ``value``, parsed as ``action`` with ``schema``, is not a valid action
     line; null when it is."""
+    blank = value.rlike(r"^\s*$")  # read as no action, like the worker path's skipped lines
     reasons: list[tuple[Column, str]] = [
-        (~value.rlike(r"^\s*\{"), "it does not start a JSON object"),
-        (~value.rlike(r"\}\s*$"), "it does not end a JSON object (truncated?)"),
+        (~blank & ~value.rlike(r"^\s*\{"), "it does not start a JSON object"),
+        (~blank & ~value.rlike(r"\}\s*$"), "it does not end a JSON object (truncated?)"),
         (value.rlike(JOINED_OBJECTS), "it holds more than one JSON object"),
         (
             ~value.startswith(FREE_FORM_PREFIX) & value.rlike(NON_STRING_PATH),

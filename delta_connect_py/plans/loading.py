@@ -440,6 +440,22 @@ def _sidecar_location(path: str, log_dir: str) -> str:
     return f"{log_dir.rstrip('/')}/_sidecars/{unquote(path)}"
 
 
+@contextmanager
+def _missing_sidecar_reported(checkpoint_file: str, log_dir: str) -> Iterator[None]:
+    """A sidecar the checkpoint names that does not exist (a damaged name, a lost file) as
+    ``DELTA_CORRUPT_LOG_FILE`` of the checkpoint, not Spark's ``PATH_NOT_FOUND``."""
+    try:
+        yield
+    except Exception as exc:
+        if "PATH_NOT_FOUND" not in str(exc):
+            raise
+        raise CorruptLogFileError(
+            file=checkpoint_file,
+            path=log_dir,
+            reason="it names a sidecar file that does not exist",
+        ) from exc
+
+
 def checkpoint_frames(
     spark: SparkSession, segment: LogSegment, log_dir: str
 ) -> tuple[CheckpointFrames, int]:
@@ -452,7 +468,8 @@ def checkpoint_frames(
     if sidecars:
         # Sidecars are named by a UUID: a path names one content.
         escaped = [escape_glob(path) for path in sidecars]
-        frames.append(read_parquet(spark, escaped, tuple(sidecars)))
+        with _missing_sidecar_reported(checkpoint.files[0].path, log_dir):
+            frames.append(read_parquet(spark, escaped, tuple(sidecars)))
     size = sum(f.size for f in checkpoint.files)
     return CheckpointFrames(
         tuple(with_file_action_columns(frame) for frame in frames), checkpoint.version

@@ -208,12 +208,13 @@ def _read_with_tries(uri: str, request: LastCheckpointRead) -> tuple[int, str | 
     for attempt in range(request.tries):
         try:
             # A hint is not worth a region lookup (seconds when S3 cannot be reached).
-            text = read_text(uri, request.storage_options, resolve_region=False)
+            content = read_bytes(uri, request.storage_options, resolve_region=False)
         except (OSError, WorkerFailure) as exc:  # not the file's fault: no retry helps
             return UNREACHABLE, f"{type(exc).__name__}: {exc}"
-        if text is None:
+        if content is None:
             return MISSING, None
         try:
+            text = content.decode("utf-8")  # a damaged byte may leave no UTF-8: corrupt too
             parse_last_checkpoint(text)
             return len(text), text
         except (CorruptLastCheckpointError, ValueError) as exc:
