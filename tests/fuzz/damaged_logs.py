@@ -169,7 +169,7 @@ def ours(spark: Any, table: Path) -> Outcome:
         return Outcome(version=snapshot.version, files=files)
     except DeltaError as exc:
         return Outcome(error=f"{exc.error_class}: {str(exc)[:300]}", delta_error=True)
-    except Exception as exc:  # noqa: BLE001 - a raw exception is what is being classified
+    except Exception as exc:  # a raw exception is what is being classified
         return Outcome(error=f"{type(exc).__name__}: {str(exc)[:300]}")
 
 
@@ -180,7 +180,7 @@ def theirs(table: Path) -> Outcome:
         dt = deltalake.DeltaTable(str(table))
         paths = dt.get_add_actions(flatten=True).column("path").to_pylist()
         return Outcome(version=dt.version(), files=frozenset(_normalised(p) for p in paths))
-    except BaseException as exc:  # noqa: BLE001 - delta-rs raises pyo3 panics as BaseException
+    except BaseException as exc:  # delta-rs raises pyo3 panics as BaseException
         if isinstance(exc, KeyboardInterrupt):
             raise
         return Outcome(error=f"{type(exc).__name__}: {str(exc)[:300]}")
@@ -192,10 +192,10 @@ def classify(case: Case) -> str:
         if not mine.delta_error:
             return RAW
         return BOTH_FAIL if not rs.read else STRICTER
-    same_as = lambda other: other.read and (mine.version, mine.files) == (  # noqa: E731
-        other.version,
-        other.files,
-    )
+
+    def same_as(other: Outcome) -> bool:
+        return other.read and (mine.version, mine.files) == (other.version, other.files)
+
     if same_as(rs):
         return SAME
     # The undamaged table at the version we read: a damaged checkpoint or hint rebuilt from
@@ -265,7 +265,7 @@ def report(cases: list[Case]) -> str:
     lines = [f"{len(cases)} damaged-log cases:"]
     lines += [f"  {count:5d}  {verdict}" for verdict, count in counts.most_common()]
     for case in cases:
-        if case.verdict in (FAILURES + (STRICTER,)):
+        if case.verdict in (*FAILURES, STRICTER):
             lines.append(
                 f"  [{case.verdict}] seed {case.seed} {case.table}: {case.damage}\n"
                 f"      ours: {case.ours}\n      delta-rs: {case.theirs}"
