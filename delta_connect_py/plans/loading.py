@@ -367,12 +367,33 @@ def read_parquet(
     key = (session_key(spark), identity)
     schema = _footer_schemas.get(key)
     if schema is None:
-        with server_errors_translated():  # a file that is not parquet fails here
+        with server_errors_translated(), _unreadable_footers_reported(paths):
             schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
         if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
             _footer_schemas.pop(next(iter(_footer_schemas)))
         _footer_schemas[key] = schema
     return spark.read.schema(schema).parquet(*paths)
+
+
+#: Spark's failures to read a parquet footer, which name no file (the footers of a schema
+#: merge are read in a job of their own): a damaged footer, a file that is not parquet.
+_UNREADABLE_FOOTER = re.compile(r"FileMetaData|footer|not a Parquet file", re.IGNORECASE)
+
+
+@contextmanager
+def _unreadable_footers_reported(paths: Sequence[str]) -> Iterator[None]:
+    """A damaged footer among ``paths`` (log files) as ``DELTA_CORRUPT_LOG_FILE``."""
+    try:
+        yield
+    except CorruptLogFileError:
+        raise
+    except Exception as exc:
+        if _UNREADABLE_FOOTER.search(str(exc)) is None:
+            raise
+        log_dir = paths[0].rsplit("/_delta_log/", 1)[0] + "/_delta_log"
+        which = "its" if len(paths) == 1 else f"its or another of {len(paths)} files'"
+        reason = f"Spark could not read {which} parquet footer ({str(exc).splitlines()[-1][:200]})"
+        raise CorruptLogFileError(file=paths[0], path=log_dir, reason=reason) from exc
 
 
 def _add_with_stats(actual: StructType, target: StructType) -> Column:

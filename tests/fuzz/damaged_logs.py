@@ -49,10 +49,10 @@ FAILURES = (WRONG, RAW)
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one reader made of a table: its version and live files, or its error."""
+    """What one reader made of a table: a value (for a snapshot its version and live files,
+    for history the number of commits, for the change data feed its rows), or its error."""
 
-    version: int | None = None
-    files: frozenset[str] = frozenset()
+    value: object = None
     error: str | None = None
     delta_error: bool = False
 
@@ -61,15 +61,20 @@ class Outcome:
         return self.error is None
 
 
+#: The reads compared: a snapshot's version and live files on every case; history and the
+#: change data feed on the table with change data.
+STATE, HISTORY, CDF = "state", "history", "load_cdf"
+EXTRA_READS_TABLE = "kernel/cdf-table"
+
+
 @dataclass
 class Case:
     seed: int
     table: str
     damage: str
-    ours: Outcome = field(default_factory=Outcome)
-    theirs: Outcome = field(default_factory=Outcome)
-    pristine: Outcome = field(default_factory=Outcome)
-    verdict: str = ""
+    #: Per read: (ours, delta-rs's, the undamaged table's) and the verdict.
+    outcomes: dict[str, tuple[Outcome, Outcome, Outcome]] = field(default_factory=dict)
+    verdicts: dict[str, str] = field(default_factory=dict)
 
 
 def log_files(table: Path) -> list[Path]:
@@ -157,50 +162,65 @@ def _normalised(path: str) -> str:
     return unquote(path)
 
 
-def ours(spark: Any, table: Path) -> Outcome:
+def _delta_error(exc: DeltaError) -> Outcome:
+    return Outcome(error=f"{exc.error_class}: {str(exc)[:300]}", delta_error=True)
+
+
+def _raw_error(exc: BaseException) -> Outcome:
+    return Outcome(error=f"{type(exc).__name__}: {str(exc)[:300]}")
+
+
+def ours(spark: Any, table: Path, read: str, version: int | None = None) -> Outcome:
+    """Our reader's outcome of ``read`` on ``table`` (at ``version``, else the latest)."""
     from delta_connect_py import DeltaTable
 
     try:
-        snapshot = DeltaTable.for_path(spark, str(table)).snapshot()
+        dt = DeltaTable.for_path(spark, str(table))
+        if read == HISTORY:
+            return Outcome(value=dt.history().count())
+        if read == CDF:
+            return Outcome(value=dt.load_cdf(0).count())
+        snapshot = dt.snapshot(version=version)
         rows = snapshot.all_files().select("path").collect()
         files = frozenset(_normalised(row["path"]) for row in rows)
         if len(files) != snapshot.state.num_of_files:
-            return Outcome(error="num_of_files differs from the live files", delta_error=False)
-        return Outcome(version=snapshot.version, files=files)
+            return Outcome(error="the state's num_of_files differs from its live files")
+        return Outcome(value=(snapshot.version, files))
     except DeltaError as exc:
-        return Outcome(error=f"{exc.error_class}: {str(exc)[:300]}", delta_error=True)
+        return _delta_error(exc)
     except Exception as exc:  # a raw exception is what is being classified
-        return Outcome(error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        return _raw_error(exc)
 
 
-def theirs(table: Path) -> Outcome:
+def theirs(table: Path, read: str) -> Outcome:
+    """delta-rs's outcome of ``read`` on ``table``."""
     import deltalake
 
     try:
         dt = deltalake.DeltaTable(str(table))
+        if read == HISTORY:
+            return Outcome(value=len(dt.history()))
+        if read == CDF:
+            return Outcome(value=dt.load_cdf(starting_version=0).read_all().num_rows)
         paths = dt.get_add_actions(flatten=True).column("path").to_pylist()
-        return Outcome(version=dt.version(), files=frozenset(_normalised(p) for p in paths))
+        return Outcome(value=(dt.version(), frozenset(_normalised(p) for p in paths)))
     except BaseException as exc:  # delta-rs raises pyo3 panics as BaseException
         if isinstance(exc, KeyboardInterrupt):
             raise
-        return Outcome(error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        return _raw_error(exc)
 
 
-def classify(case: Case) -> str:
-    mine, rs, pristine = case.ours, case.theirs, case.pristine
+def classify(mine: Outcome, rs: Outcome, pristine: Outcome) -> str:
+    """The class of our outcome given delta-rs's and the undamaged table's."""
     if not mine.read:
         if not mine.delta_error:
             return RAW
         return BOTH_FAIL if not rs.read else STRICTER
-
-    def same_as(other: Outcome) -> bool:
-        return other.read and (mine.version, mine.files) == (other.version, other.files)
-
-    if same_as(rs):
+    if rs.read and mine.value == rs.value:
         return SAME
-    # The undamaged table at the version we read: a damaged checkpoint or hint rebuilt from
-    # commits (delta-spark's rule), a stray file ignored.
-    if pristine.read and mine.version == pristine.version and mine.files == pristine.files:
+    # The undamaged table's answer: a damaged checkpoint or hint read around (an earlier
+    # checkpoint or the commits, delta-spark's rule), a stray file ignored.
+    if pristine.read and mine.value == pristine.value:
         return RECOVERED if not rs.read else RIGHT_NOT_RS
     return WRONG
 
@@ -212,35 +232,23 @@ class Fuzzer:
     spark: Any
     conformance: Path
     workdir: Path
-    pristine: dict[str, dict[int, Outcome]] = field(default_factory=dict)
+    pristine: dict[str, dict[tuple[str, int | None], Outcome]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.sources = {}
+        self.sources: dict[str, Path] = {}
         for name in TABLES:
             copy = self.workdir / "pristine" / name.replace("/", "__")
             if not copy.exists():
                 shutil.copytree(self.conformance / name / "delta", copy)
             self.sources[name] = copy
 
-    def _pristine_at(self, name: str, version: int | None) -> Outcome:
-        """Our read of the undamaged table at ``version`` (kept per table and version)."""
-        if version is None:
-            return Outcome(error="no version")
+    def _pristine(self, name: str, read: str, version: int | None) -> Outcome:
+        """Our read of the undamaged table (kept per table, read and version)."""
+        key = (read, version)
         known = self.pristine.setdefault(name, {})
-        if version not in known:
-            from delta_connect_py import DeltaTable
-
-            try:
-                snapshot = DeltaTable.for_path(self.spark, str(self.sources[name])).snapshot(
-                    version=version
-                )
-                rows = snapshot.all_files().select("path").collect()
-                known[version] = Outcome(
-                    version=version, files=frozenset(_normalised(r["path"]) for r in rows)
-                )
-            except DeltaError as exc:
-                known[version] = Outcome(error=str(exc), delta_error=True)
-        return known[version]
+        if key not in known:
+            known[key] = ours(self.spark, self.sources[name], read, version)
+        return known[key]
 
     def run(self, seed: int) -> Case:
         rng = random.Random(seed)
@@ -249,28 +257,44 @@ class Fuzzer:
         shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(self.sources[name], copy)
         try:
-            description = damage(copy, rng, list(self.sources.values()))
-            case = Case(seed=seed, table=name, damage=description)
-            case.theirs = theirs(copy)
-            case.ours = ours(self.spark, copy)
-            case.pristine = self._pristine_at(name, case.ours.version)
-            case.verdict = classify(case)
+            case = Case(
+                seed=seed, table=name, damage=damage(copy, rng, list(self.sources.values()))
+            )
+            reads = (STATE, HISTORY, CDF) if name == EXTRA_READS_TABLE else (STATE,)
+            for read in reads:
+                mine = ours(self.spark, copy, read)
+                version = None
+                if read == STATE and mine.read:
+                    version = mine.value[0]  # type: ignore[index]
+                pristine = self._pristine(name, read, version)
+                case.outcomes[read] = (mine, theirs(copy, read), pristine)
+                case.verdicts[read] = classify(*case.outcomes[read])
             return case
         finally:
             shutil.rmtree(copy, ignore_errors=True)
 
 
 def report(cases: list[Case]) -> str:
-    counts = Counter(case.verdict for case in cases)
-    lines = [f"{len(cases)} damaged-log cases:"]
-    lines += [f"  {count:5d}  {verdict}" for verdict, count in counts.most_common()]
+    """The class counts per read, then every case that is not plainly explained."""
+    counts = Counter((read, verdict) for case in cases for read, verdict in case.verdicts.items())
+    lines = [f"{len(cases)} damaged-log cases (seeds {cases[0].seed}..{cases[-1].seed}):"]
+    lines += [
+        f"  {count:5d}  {read}: {verdict}" for (read, verdict), count in sorted(counts.items())
+    ]
     for case in cases:
-        if case.verdict in (*FAILURES, STRICTER):
-            lines.append(
-                f"  [{case.verdict}] seed {case.seed} {case.table}: {case.damage}\n"
-                f"      ours: {case.ours}\n      delta-rs: {case.theirs}"
-            )
+        for read, verdict in case.verdicts.items():
+            if verdict in (*FAILURES, STRICTER):
+                mine, rs, _ = case.outcomes[read]
+                lines.append(
+                    f"  [{verdict}] seed {case.seed} {case.table} {read}: {case.damage}\n"
+                    f"      ours: {mine.error or mine.value}\n"
+                    f"      delta-rs: {rs.error or rs.value}"
+                )
     return "\n".join(lines)
+
+
+def failures(cases: list[Case]) -> list[Case]:
+    return [case for case in cases if any(v in FAILURES for v in case.verdicts.values())]
 
 
 def main() -> None:

@@ -13,9 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CONFORMANCE
-from tests.fuzz.damaged_logs import FAILURES, Fuzzer, report
+from tests.fuzz.damaged_logs import Fuzzer, failures, report
 
-pytestmark = pytest.mark.fuzz  # not "integration": make test-integration leaves it to make test-fuzz
+pytestmark = (
+    pytest.mark.fuzz
+)  # not "integration": make test-integration leaves it to make test-fuzz
 
 CASES = int(os.environ.get("DELTA_FUZZ_CASES", "500"))
 FIRST_SEED = int(os.environ.get("DELTA_FUZZ_FIRST_SEED", "0"))
@@ -26,5 +28,5 @@ def test_damaged_logs_give_no_wrong_answer(spark: object, tmp_path: Path) -> Non
     fuzzer = Fuzzer(spark, CONFORMANCE, tmp_path)
     cases = [fuzzer.run(seed) for seed in range(FIRST_SEED, FIRST_SEED + CASES)]
     print(report(cases))
-    failures = [case for case in cases if case.verdict in FAILURES]
-    assert not failures, report(failures)
+    failed = failures(cases)
+    assert not failed, report(failed)

@@ -112,3 +112,17 @@ def test_checkpoint_with_flipped_bytes_is_a_delta_error_or_rebuilt(
     except DeltaError:
         return  # refused with a Delta error: the other allowed outcome
     assert (snapshot.version, files) == (expected.version, expected_files)
+
+
+@pytest.mark.parametrize("kind", sorted(INVALID_LINES))
+def test_update_refuses_a_new_commit_with_an_invalid_line(
+    spark: Any, tmp_path: Path, kind: str
+) -> None:
+    table = tmp_path / "table"
+    shutil.copytree(CONFORMANCE / "golden" / "checkpoint" / "delta", table)
+    snapshot = DeltaTable.for_path(spark, str(table)).snapshot()
+    assert snapshot.state.num_of_files == 1  # computed, so update() replays only new commits
+    new_commit = table / "_delta_log" / f"{snapshot.version + 1:020d}.json"
+    new_commit.write_text('{"commitInfo": {"operation": "WRITE"}}\n' + INVALID_LINES[kind])
+    with pytest.raises(CorruptLogFileError, match=f"version {snapshot.version + 1}"):
+        _ = snapshot.update().state.num_of_files
