@@ -29,7 +29,7 @@ import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from delta_connect_py.errors import CorruptLogFileError
-from delta_connect_py.plans.action_lines import valid_action_lines
+from delta_connect_py.plans.action_lines import checked_version
 from delta_connect_py.plans.file_keys import is_file_action
 from delta_connect_py.plans.spark import (
     collect,
@@ -296,8 +296,11 @@ def parse_lines(lines: DataFrame, schema: StructType) -> DataFrame:
     fails on the first line that is not a valid action (``action_lines``)."""
     action = F.from_json(F.col("value"), schema, {"mode": "FAILFAST"})
     parsed = lines.select(action.alias("action"), "value", VERSION_COLUMN, FILE_COLUMN)
-    checked = parsed.where(valid_action_lines(F.col("value"), F.col("action"), schema))
-    return checked.select("action.*", VERSION_COLUMN, FILE_COLUMN)
+    # The check rides on ``version``, which every reader of these rows uses, in a projection
+    # over the parsed struct: Spark parses each line once (a filter would be pushed below the
+    # parse and copy ``from_json`` into each of its conditions).
+    version = checked_version(F.col("value"), F.col("action"), schema)
+    return parsed.select("action.*", version.alias(VERSION_COLUMN), FILE_COLUMN)
 
 
 #: Up to this many commit files (those after a checkpoint, or an update's new commits), Spark's
