@@ -9,6 +9,7 @@
 #   make test-container  the image (Docker installed if missing) and a test subset against it
 #   make test-spark40  conformance + a subset against a pip Spark 4.0 server, 4.1 and 4.0 clients
 #   make test-wheel  build the sdist and wheel, install the wheel in a fresh venv, smoke-test it
+#   make test-fuzz  the damaged-log fuzzer (500 seeded cases against delta-rs)
 #
 # Environments (created on first use, reinstalled when pyproject.toml changes):
 #   .venv         pip install -e '.[local,test,dev]'  full pyspark + Java: runs the server
@@ -41,7 +42,7 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	test-retries test-cluster test-object-store test-spark40 test-wheel delta-jars s3a-jars moto-venv lint \
+	test-retries test-cluster test-object-store test-spark40 test-wheel test-fuzz delta-jars s3a-jars moto-venv lint \
 	server test-container image compose-config compose-up compose-down clean-venvs
 
 help:
@@ -168,6 +169,13 @@ test-object-store: $(VENV)/.installed-dev $(WORKER)/.installed $(MOTO)/.installe
 	env -u SPARK_REMOTE OBJECT_STORE_REQUIRED=1 \
 		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		$(VENV)/bin/pytest -m object_store tests/integration/object_store $(PYTEST_ARGS)
+
+# (j) the damaged-log fuzzer: a fixed seed set (DELTA_FUZZ_CASES, default 500) of damaged copies
+# of conformance tables, each read by us and by delta-rs; fails on a wrong answer or a raw error.
+test-fuzz: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
+	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		server/with-local-server.sh \
+		$(VENV)/bin/pytest -s -m fuzz tests/fuzz $(PYTEST_ARGS)
 
 s3a-jars:
 	server/fetch-s3a-jars.sh >/dev/null

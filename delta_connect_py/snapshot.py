@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StructType
 
-from delta_connect_py import arguments, snapshot_cache
+from delta_connect_py import arguments
 from delta_connect_py.data import snapshot_to_df
 from delta_connect_py.errors import StateRecoverError
 from delta_connect_py.job_log import logged_job
@@ -49,6 +49,7 @@ from delta_connect_py.worker.replay import ReplayConfig
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from delta_connect_py.plans.listing import LogListing
     from delta_connect_py.protocol.actions import Metadata, Protocol
     from delta_connect_py.protocol.file_filters import Filter
     from delta_connect_py.protocol.segment import LogSegment
@@ -519,9 +520,21 @@ def snapshot_of(
     timestamp: datetime | str | None = None,
     snapshot_partitions: int | None = None,
 ) -> Snapshot:
-    """``table`` at ``version``, at the version active at ``timestamp``, or the latest
-    (``DeltaTable.snapshot``): the log listing and the protocol/metadata fast path, checked to
-    be readable."""
+    """``table`` at ``version``, at the version active at ``timestamp``, or the latest, built
+    afresh (``DeltaTable.snapshot`` answers through ``snapshot_cache`` instead): the log listing
+    and the protocol/metadata fast path, checked to be readable."""
+    listing, version = snapshot_target(table, version, timestamp, snapshot_partitions)
+    return build_snapshot(table, table.log_segment(version, listing), listing, snapshot_partitions)
+
+
+def snapshot_target(
+    table: TableLog,
+    version: int | None,
+    timestamp: datetime | str | None,
+    snapshot_partitions: int | None,
+) -> tuple[LogListing, int | None]:
+    """The arguments of a snapshot request checked (before any job), the log listed, and the
+    version asked for (None: the latest) with a timestamp resolved against that listing."""
     version, timestamp = arguments.version_or_timestamp("snapshot", version, timestamp)
     arguments.optional_integer(
         "snapshot",
@@ -533,19 +546,22 @@ def snapshot_of(
     listing = table.list_log()
     if timestamp is not None:
         version = table.version_at(timestamp, listing)
+    return listing, version
 
-    def build(chosen: LogSegment) -> Snapshot:
-        segment, pm = table.loaded_segment(chosen, listing)
-        check_readable(pm.protocol, table.table_root, segment.version)
-        return Snapshot(
-            table=table,
-            segment=segment,
-            protocol_and_metadata=pm,
-            snapshot_partitions=snapshot_partitions,
-            created_at_ms=now_ms(),
-        )
 
-    return snapshot_cache.snapshot_for(table, listing, version, snapshot_partitions, build)
+def build_snapshot(
+    table: TableLog, segment: LogSegment, listing: LogListing, snapshot_partitions: int | None
+) -> Snapshot:
+    """A new snapshot of ``segment`` (chosen from ``listing``), checked to be readable."""
+    segment, pm = table.loaded_segment(segment, listing)
+    check_readable(pm.protocol, table.table_root, segment.version)
+    return Snapshot(
+        table=table,
+        segment=segment,
+        protocol_and_metadata=pm,
+        snapshot_partitions=snapshot_partitions,
+        created_at_ms=now_ms(),
+    )
 
 
 def _commits_after(segment: LogSegment, version: int) -> LogSegment:

@@ -43,13 +43,15 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 
 from delta_connect_py.connections import session_key
 from delta_connect_py.protocol.segment import LogSegment
+from delta_connect_py.snapshot import Snapshot, build_snapshot, snapshot_target
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from pyspark.sql import SparkSession
 
     from delta_connect_py.plans.listing import LogListing
     from delta_connect_py.protocol.filenames import LogFile
-    from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table_log import TableLog
     from delta_connect_py.worker.stores import StorageOptions
 
@@ -252,18 +254,30 @@ def cached_bytes() -> int:
         return _cache.total_bytes()
 
 
+def cached_snapshot(
+    table: TableLog,
+    version: int | None = None,
+    *,
+    timestamp: datetime | str | None = None,
+    snapshot_partitions: int | None = None,
+) -> Snapshot:
+    """``DeltaTable.snapshot``: the arguments checked and the log listed (``snapshot_target``),
+    then the snapshot answered through the cache (:func:`snapshot_for`)."""
+    listing, version = snapshot_target(table, version, timestamp, snapshot_partitions)
+    return snapshot_for(table, listing, version, snapshot_partitions)
+
+
 def snapshot_for(
     table: TableLog,
     listing: LogListing,
     version: int | None,
     snapshot_partitions: int | None,
-    build: Callable[[LogSegment], Snapshot],
 ) -> Snapshot:
     """``table``'s snapshot at ``version`` (None: the latest) for the log as ``listing`` shows
-    it: cached, extended from a cached one, or made by ``build`` (never from the cache)."""
+    it: cached, extended from a cached one, or built afresh (``snapshot.build_snapshot``)."""
     segment = table.log_segment(version, listing)
     if not (table.snapshot_cache and enabled_by_environment()):
-        return build(segment)
+        return build_snapshot(table, segment, listing, snapshot_partitions)
     key = _key(table, version, snapshot_partitions)
     with _lock:
         _drop_stopped_sessions()
@@ -277,7 +291,7 @@ def snapshot_for(
     if version is None and cached is not None and _same_lineage(cached.listed, listing):
         snapshot = cached.snapshot.extended_to(segment)
     if snapshot is None:
-        snapshot = build(segment)
+        snapshot = build_snapshot(table, segment, listing, snapshot_partitions)
     with _lock:
         _cache.put(key, Entry(snapshot, segment), keep=_builds_on)
     return snapshot

@@ -34,6 +34,7 @@ from delta_connect_py.errors import (
     SessionLostError,
     StorageAccessDeniedError,
 )
+from delta_connect_py.plans.action_lines import corrupt_line_error
 from delta_connect_py.worker.failures import decode_worker_failure
 
 if TYPE_CHECKING:
@@ -117,6 +118,12 @@ def translate_server_error(exc: BaseException, spark: SparkSession | None = None
 
 def _worker_error(exc: BaseException, text: str, spark: SparkSession | None) -> DeltaError | None:
     return decode_worker_failure(text)
+
+
+def _invalid_action_line(
+    exc: BaseException, text: str, spark: SparkSession | None
+) -> DeltaError | None:
+    return corrupt_line_error(text)
 
 
 def _unavailable(exc: BaseException, text: str, spark: SparkSession | None) -> DeltaError | None:
@@ -225,6 +232,7 @@ _Classifier = Callable[[BaseException, str, "SparkSession | None"], "DeltaError 
 #: In order: a worker's own DeltaError first, the transport next, then the most specific texts.
 _CLASSIFIERS: tuple[_Classifier, ...] = (
     _worker_error,
+    _invalid_action_line,
     _unavailable,
     _session_gone,
     _python_mismatch,

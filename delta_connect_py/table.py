@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from delta_connect_py import arguments
+from delta_connect_py import arguments, snapshot_cache
 from delta_connect_py.cdf import CdfBatch, FileChanges, cdf_file_changes, load_cdf, stream_cdf
 from delta_connect_py.checkpoints import (
     checkpoint_arguments,
@@ -30,7 +30,7 @@ from delta_connect_py.checkpoints import (
 from delta_connect_py.history import history
 from delta_connect_py.protocol.cdf import DeltaSourceOffset
 from delta_connect_py.session import prepare_session
-from delta_connect_py.snapshot import Snapshot, snapshot_of
+from delta_connect_py.snapshot import Snapshot
 from delta_connect_py.spark_failures import public_calls_raise_delta_errors
 from delta_connect_py.table_log import TableLog, qualify_table_path
 from delta_connect_py.worker.stores import StorageOptions
@@ -76,7 +76,7 @@ class DeltaTable(TableLog):
             path: the table's root folder, a non-empty ``str`` or ``os.PathLike``.
             storage_options: credentials for the server's Python workers' own file operations.
             snapshot_cache: ``False`` builds every snapshot afresh, never answering from the
-                session's snapshot cache (see ``delta_connect_py.snapshot_cache``).
+                session's snapshot cache (the README's "The snapshot cache").
 
         Returns:
             The table. The first call with a session checks the server once (its Spark version
@@ -138,7 +138,7 @@ class DeltaTable(TableLog):
             >>> snap.version, snap.state.num_of_files
             (12, 40)
         """
-        return snapshot_of(
+        return snapshot_cache.cached_snapshot(
             self, version, timestamp=timestamp, snapshot_partitions=snapshot_partitions
         )
 

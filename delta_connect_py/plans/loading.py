@@ -30,6 +30,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from delta_connect_py.connections import session_key
 from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.plans.action_lines import checked_version
 from delta_connect_py.plans.file_keys import is_file_action
 from delta_connect_py.plans.spark import (
     collect,
@@ -112,14 +113,12 @@ def read_commits(
     spark: SparkSession, files: Sequence[LogFile], schema: StructType = COMMIT_SPARK_SCHEMA
 ) -> DataFrame:
     """Commit (or compaction) JSON with the ``schema`` action columns (default: every action),
-    plus ``version`` and ``_file``."""
-    source = F.col("_metadata.file_path")
-    reader = spark.read.schema(schema).option("mode", "FAILFAST").format("json")
-    return load_log_files(reader, files).select(
-        "*",
-        F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
-        source.alias(FILE_COLUMN),
-    )
+    plus ``version`` and ``_file``; every line checked (``action_lines``).
+
+    Spark's text source and ``from_json`` rather than its JSON source: the same parser, and
+    the raw line stays at hand for the checks the parser does not make.
+    """
+    return parse_lines(_spark_commit_lines(spark, files), schema)
 
 
 #: Commit bytes one reading task handles.
@@ -247,8 +246,8 @@ QUOTED_LINE_CHARS = 200
 
 def first_malformed_line(
     spark: SparkSession, files: Sequence[LogFile], schema: StructType
-) -> tuple[str, str] | None:
-    """(file, line) of the oldest commit line that does not parse as ``schema`` actions.
+) -> tuple[int, str, str] | None:
+    """(version, file, line) of the oldest commit line that does not parse as ``schema`` actions.
 
     The same parser as the FAILFAST reads, in PERMISSIVE mode, which marks exactly the lines
     FAILFAST fails on (one job, run only after a read has failed).
@@ -261,7 +260,7 @@ def first_malformed_line(
     lines = commit_lines(spark, files)
     bad = lines.where(parsed.isNotNull()).select(VERSION_COLUMN, FILE_COLUMN, "value")
     rows = collect(bad.orderBy(VERSION_COLUMN).limit(1))
-    return (rows[0][FILE_COLUMN], rows[0]["value"]) if rows else None
+    return (rows[0][VERSION_COLUMN], rows[0][FILE_COLUMN], rows[0]["value"]) if rows else None
 
 
 @contextmanager
@@ -284,22 +283,26 @@ def malformed_commits_reported(
         found = first_malformed_line(spark, files, schema)
         if found is None:
             raise
-        file, line = found
+        version, file, line = found
         quoted = line if len(line) <= QUOTED_LINE_CHARS else line[:QUOTED_LINE_CHARS] + "..."
         corrupt = CorruptLogFileError(
             file=file,
             path=path,
-            reason=f"a line is not valid JSON of Delta actions: {quoted}",
+            reason=f"version {version}: a line is not valid JSON of Delta actions: {quoted}",
         )
         raise caused_by(corrupt, exc) from None
 
 
 def parse_lines(lines: DataFrame, schema: StructType) -> DataFrame:
-    """``lines`` parsed as ``schema`` actions, keeping ``version`` and ``_file``."""
-    action = F.from_json(F.col("value"), schema, {"mode": "FAILFAST"}).alias("action")
-    return lines.select(action, VERSION_COLUMN, FILE_COLUMN).select(
-        "action.*", VERSION_COLUMN, FILE_COLUMN
-    )
+    """``lines`` parsed as ``schema`` actions, keeping ``version`` and ``_file``; the query
+    fails on the first line that is not a valid action (``action_lines``)."""
+    action = F.from_json(F.col("value"), schema, {"mode": "FAILFAST"})
+    parsed = lines.select(action.alias("action"), "value", VERSION_COLUMN, FILE_COLUMN)
+    # The check rides on ``version``, which every reader of these rows uses, in a projection
+    # over the parsed struct: Spark parses each line once (a filter would be pushed below the
+    # parse and copy ``from_json`` into each of its conditions).
+    version = checked_version(F.col("value"), F.col("action"), schema)
+    return parsed.select("action.*", version.alias(VERSION_COLUMN), FILE_COLUMN)
 
 
 #: Up to this many commit files (those after a checkpoint, or an update's new commits), Spark's
@@ -369,12 +372,33 @@ def read_parquet(
     key = (session_key(spark), identity)
     schema = _footer_schemas.get(key)
     if schema is None:
-        with server_errors_translated(spark):  # a file that is not parquet fails here
+        with server_errors_translated(spark), _unreadable_footers_reported(paths):
             schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
         if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
             _footer_schemas.pop(next(iter(_footer_schemas)))
         _footer_schemas[key] = schema
     return spark.read.schema(schema).parquet(*paths)
+
+
+#: Spark's failures to read a parquet footer, which name no file (the footers of a schema
+#: merge are read in a job of their own): a damaged footer, a file that is not parquet.
+_UNREADABLE_FOOTER = re.compile(r"FileMetaData|footer|not a Parquet file", re.IGNORECASE)
+
+
+@contextmanager
+def _unreadable_footers_reported(paths: Sequence[str]) -> Iterator[None]:
+    """A damaged footer among ``paths`` (log files) as ``DELTA_CORRUPT_LOG_FILE``."""
+    try:
+        yield
+    except CorruptLogFileError:
+        raise
+    except Exception as exc:
+        if _UNREADABLE_FOOTER.search(str(exc)) is None:
+            raise
+        log_dir = paths[0].rsplit("/_delta_log/", 1)[0] + "/_delta_log"
+        which = "its" if len(paths) == 1 else f"its or another of {len(paths)} files'"
+        reason = f"Spark could not read {which} parquet footer ({str(exc).splitlines()[-1][:200]})"
+        raise CorruptLogFileError(file=paths[0], path=log_dir, reason=reason) from exc
 
 
 def _add_with_stats(actual: StructType, target: StructType) -> Column:
@@ -442,6 +466,22 @@ def _sidecar_location(path: str, log_dir: str) -> str:
     return f"{log_dir.rstrip('/')}/_sidecars/{unquote(path)}"
 
 
+@contextmanager
+def _missing_sidecar_reported(checkpoint_file: str, log_dir: str) -> Iterator[None]:
+    """A sidecar the checkpoint names that does not exist (a damaged name, a lost file) as
+    ``DELTA_CORRUPT_LOG_FILE`` of the checkpoint, not Spark's ``PATH_NOT_FOUND``."""
+    try:
+        yield
+    except Exception as exc:
+        if "PATH_NOT_FOUND" not in str(exc):
+            raise
+        raise CorruptLogFileError(
+            file=checkpoint_file,
+            path=log_dir,
+            reason="it names a sidecar file that does not exist",
+        ) from exc
+
+
 def checkpoint_frames(
     spark: SparkSession, segment: LogSegment, log_dir: str
 ) -> tuple[CheckpointFrames, int]:
@@ -454,7 +494,8 @@ def checkpoint_frames(
     if sidecars:
         # Sidecars are named by a UUID: a path names one content.
         escaped = [escape_glob(path) for path in sidecars]
-        frames.append(read_parquet(spark, escaped, tuple(sidecars)))
+        with _missing_sidecar_reported(checkpoint.files[0].path, log_dir):
+            frames.append(read_parquet(spark, escaped, tuple(sidecars)))
     size = sum(f.size for f in checkpoint.files)
     return CheckpointFrames(
         tuple(with_file_action_columns(frame) for frame in frames), checkpoint.version

@@ -22,6 +22,7 @@ from delta_connect_py.plans.loading import (
     commit_lines,
     conformed_state_rows,
     malformed_commits_reported,
+    parse_lines,
     read_checkpoint_files,
 )
 from delta_connect_py.plans.spark import collect, escape_glob, spark_schema, union_all
@@ -108,12 +109,12 @@ def _commit_pm_rows(spark: SparkSession, segment: LogSegment) -> DataFrame:
         | (is_last & F.col("value").contains(PM_SUBSTRINGS[2]))
     )
     # FAILFAST: a malformed protocol or metaData line must not leave an older one in force.
-    action = F.from_json(F.col("value"), PM_LINE_SCHEMA, {"mode": "FAILFAST"})
-    return candidates.select(
-        action.getField("protocol").alias("protocol"),
-        action.getField("metaData").alias("metaData"),
+    parsed = parse_lines(candidates, PM_LINE_SCHEMA)  # each line checked (action_lines)
+    return parsed.select(
+        "protocol",
+        "metaData",
         VERSION_COLUMN,
-        F.when(is_last, action.getField("commitInfo").getField("inCommitTimestamp")).alias("ict"),
+        F.when(is_last, F.col("commitInfo.inCommitTimestamp")).alias("ict"),
     )
 
 

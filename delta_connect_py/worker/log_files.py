@@ -13,6 +13,7 @@ once, without retries, and the listing decides too; nothing is ever written.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -207,12 +208,13 @@ def _read_with_tries(uri: str, request: LastCheckpointRead) -> tuple[int, str | 
     for attempt in range(request.tries):
         try:
             # A hint is not worth a region lookup (seconds when S3 cannot be reached).
-            text = read_text(uri, request.storage_options, resolve_region=False)
+            content = read_bytes(uri, request.storage_options, resolve_region=False)
         except (OSError, WorkerFailure) as exc:  # not the file's fault: no retry helps
             return UNREACHABLE, f"{type(exc).__name__}: {exc}"
-        if text is None:
+        if content is None:
             return MISSING, None
         try:
+            text = content.decode("utf-8")  # a damaged byte may leave no UTF-8: corrupt too
             parse_last_checkpoint(text)
             return len(text), text
         except (CorruptLastCheckpointError, ValueError) as exc:
@@ -291,11 +293,41 @@ def _wanted_lines(request: CommitLinesRead, version: int, path: str) -> list[byt
     if not _wanted(content, wanted):
         return []
     skipped = tuple(prefix.encode() for prefix in request.skip_prefixes)
-    return [
-        line
-        for line in content.splitlines()
-        if line and not line.isspace() and _wanted(line, wanted) and not line.startswith(skipped)
-    ]
+    kept = []
+    for line in content.splitlines():
+        if not line or line.isspace():
+            continue
+        if _wanted(line, wanted) and not line.startswith(skipped):
+            kept.append(line)  # checked in full by the query that parses it (action_lines)
+        elif not _one_json_object(line):
+            reason = "a line is not one JSON object (truncated, or lines joined)"
+            raise WorkerFailure(
+                CorruptLogFileError(
+                    file=file_uri(path),
+                    path=request.table_path,
+                    reason=f"version {version}: {reason}: {line[:200]!r}",
+                )
+            )
+    return kept
+
+
+#: Text of a line holding more than one JSON object: a ``}`` followed (perhaps past one stray
+#: byte, a damaged newline) by ``{"key":``. Valid JSON never has ``}`` before ``{`` outside
+#: strings, and inside a string the quote after ``{`` would have to end it and then be
+#: followed by a colon, which only a key is. ``plans.action_lines`` checks the lines a read
+#: parses with it; ``_one_json_object`` the lines a filtered read leaves out.
+JOINED_OBJECTS = r'\}\s*[^,\s]?\s*\{\s*"[^"\\]*"\s*:'
+_JOINED_OBJECTS = re.compile(JOINED_OBJECTS.encode())
+
+
+def _one_json_object(line: bytes) -> bool:
+    """The cheap shape checks of a line no query parses: one JSON object, not cut short."""
+    stripped = line.strip()
+    return (
+        stripped.startswith(b"{")
+        and stripped.endswith(b"}")
+        and _JOINED_OBJECTS.search(stripped) is None
+    )
 
 
 class _LineBuffer:
