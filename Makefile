@@ -3,6 +3,7 @@
 #
 #   make demo    describe the sample table examples/sample_table on the embedded local server
 #   make test    unit, thin-client integration/conformance, embedded, delta-spark, object-store tests
+#   make test-concurrency  seeded interleavings of our writers with delta-rs's, and a short soak
 #   make test-retries / test-cluster   worker-error tests under local[*,4]; a subset on a
 #                standalone cluster (2 workers)
 #   make lint    ruff check, ruff format --check, mypy
@@ -40,11 +41,11 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	test-retries test-cluster test-object-store test-spark40 delta-jars s3a-jars moto-venv lint \
+	test-retries test-cluster test-concurrency test-object-store test-spark40 delta-jars s3a-jars moto-venv lint \
 	server test-container image compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,18p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,19p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -111,7 +112,7 @@ test-unit: $(THIN)/.installed
 test-integration: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-local-server.sh \
-		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark and not object_store" \
+		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark and not object_store and not concurrency and not soak and not resources" \
 		tests $(PYTEST_ARGS)
 
 # (c) tests that start the embedded server themselves (full pyspark); none collected is fine.
@@ -136,6 +137,15 @@ test-retries: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-local-server.sh \
 		$(THIN)/bin/pytest -m "worker_errors and not embedded and not delta_spark" tests $(PYTEST_ARGS)
+
+# (j) concurrency: our create_checkpoint and cleanup_metadata against delta-rs's commits,
+# checkpoints and cleanups, and against each other, over 200 seeded interleavings; then a short
+# soak (a reader polling with update() while delta-rs writes), on one standalone server.
+test-concurrency: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
+	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		server/with-local-server.sh \
+		$(THIN)/bin/pytest -m "(concurrency or soak) and not embedded and not delta_spark" \
+		tests/integration/test_concurrent_writers.py tests/integration/test_soak.py $(PYTEST_ARGS)
 
 # (g) a Spark standalone cluster (a master, 2 workers of 1 core, executors in their own JVMs and
 # Python workers) with the Connect server on it: the named subset (marker cluster) and the

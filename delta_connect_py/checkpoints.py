@@ -47,7 +47,7 @@ import math
 import uuid
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyspark.sql.connect.functions as F
 
@@ -60,6 +60,7 @@ from delta_connect_py.checkpoint_stats import (
 from delta_connect_py.errors import (
     CheckpointNonExistTableError,
     CheckpointUnsupportedError,
+    CorruptLogFileError,
     MissingDeltaTableError,
 )
 from delta_connect_py.plans.file_keys import action_path, is_file_action
@@ -103,11 +104,15 @@ from delta_connect_py.worker.failures import decode_error
 from delta_connect_py.worker.stores import StorageOptions, guarded
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table import DeltaTable
+
+_T = TypeVar("_T")
 
 __all__ = ["STAGING_PREFIX", "CheckpointResult", "cleanup_metadata", "create_checkpoint"]
 
@@ -483,11 +488,43 @@ def create_checkpoint(
     count differs from the snapshot's ``numOfFiles`` (then nothing is published).
     """
     version, part_size = checkpoint_arguments(table, version, part_size)
-    snapshot = table.snapshot(version)
-    try:
-        return write_checkpoint(snapshot, part_size)
-    finally:
-        snapshot.unpersist()
+
+    def checkpoint_fresh_snapshot() -> CheckpointResult:
+        snapshot = table.snapshot(version)
+        try:
+            return write_checkpoint(snapshot, part_size)
+        finally:
+            snapshot.unpersist()
+
+    return again_after_concurrent_cleanup(table, checkpoint_fresh_snapshot)
+
+
+#: How many times an operation starts again from a fresh listing when a log file it was about
+#: to read was deleted meanwhile by another writer's cleanup.
+CONCURRENT_CLEANUP_RETRIES = 2
+
+
+def again_after_concurrent_cleanup(table: DeltaTable, operation: Callable[[], _T]) -> _T:
+    """``operation()``, started again from a fresh listing (at most
+    :data:`CONCURRENT_CLEANUP_RETRIES` times) when it failed to read a log file that a fresh
+    listing no longer holds: another writer's cleanup deleted it (it had expired) between our
+    listing and our read. A file that is still listed is corrupt, and its error is raised; a
+    version the cleanup removed for good then fails with ``DELTA_VERSION_NOT_FOUND``.
+    """
+    for attempt in range(CONCURRENT_CLEANUP_RETRIES + 1):
+        try:
+            return operation()
+        except CorruptLogFileError as error:
+            if attempt == CONCURRENT_CLEANUP_RETRIES or not _deleted_meanwhile(table, error):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _deleted_meanwhile(table: DeltaTable, error: CorruptLogFileError) -> bool:
+    name = error.message_parameters.get("file", "").rsplit("/", 1)[-1]
+    if not name or "/_delta_log/_sidecars/" in error.message_parameters.get("file", ""):
+        return False
+    return name not in {file.name for file in table.list_log().files}
 
 
 @dataclass(frozen=True)
@@ -577,7 +614,7 @@ def cleanup_metadata(
     always swept.
     """
     now = now_ms() if now is None else now
-    cleanup = plan_table_cleanup(table, now)
+    cleanup = again_after_concurrent_cleanup(table, partial(plan_table_cleanup, table, now))
     plan = cleanup.plan
     if cleanup.compat_source is not None and not dry_run:
         write_compat_checkpoint(table, cleanup.compat_source)
