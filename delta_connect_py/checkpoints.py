@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
 from dataclasses import dataclass
 from functools import partial
@@ -62,6 +63,7 @@ from delta_connect_py.errors import (
     CheckpointUnsupportedError,
     CorruptLogFileError,
     MissingDeltaTableError,
+    StorageFullError,
 )
 from delta_connect_py.plans.file_keys import action_path, is_file_action
 from delta_connect_py.plans.loading import read_checkpoint_files
@@ -353,10 +355,23 @@ def _write_staging(
             frame.write.options(**WRITE_OPTIONS).mode("error").parquet(staging)
     except Exception as exc:
         _discard(spark, staging, options)
-        translated = translate_server_error(exc)
+        full = out_of_space(exc, "create_checkpoint (writing the checkpoint)", staging)
+        translated = full if full is not None else translate_server_error(exc)
         if translated is exc:
             raise
         raise translated from exc
+
+
+#: How a full file system shows in a JVM (IOException) or Python (ENOSPC) failure.
+_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded")
+
+
+def out_of_space(exc: BaseException, operation: str, path: str) -> StorageFullError | None:
+    """``DELTA_CONNECT_STORAGE_FULL`` when ``exc`` (from the server) is a full file system."""
+    match = _NO_SPACE.search(str(exc))
+    if match is None:
+        return None
+    return StorageFullError(operation=operation, path=path.rsplit("/", 1)[0], reason=match[0])
 
 
 def _discard(spark: SparkSession, staging: str, options: StorageOptions) -> None:
@@ -385,8 +400,11 @@ def _publish(spark: SparkSession, request: PublishRequest) -> list[Any]:
     job = map_in_arrow(_one_task(spark), body, spark_schema(PUBLISHED_SCHEMA))
     try:
         rows = collect(job)
-    except Exception:
+    except Exception as exc:
         _discard(spark, request.staging_dir, request.storage_options)
+        full = out_of_space(exc, "create_checkpoint (publishing)", request.staging_dir)
+        if full is not None:
+            raise full from exc
         raise
     refusal = next((row["refusal"] for row in rows if row["refusal"] is not None), None)
     if refusal is not None:
