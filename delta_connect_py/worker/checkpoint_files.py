@@ -17,8 +17,9 @@ published: refused before any rename, see ``protocol.staging``), and only after 
 ``DELTA_CHECKPOINT_SNAPSHOT_MISMATCH`` and nothing is renamed). Sidecars get unique names
 (derived from the checkpoint's UUID), so they are invisible to readers until the top-level file
 naming them is renamed into place. ``_last_checkpoint`` is written to a temporary name and
-renamed, only after every part exists under its final name, and never replaces a hint for a
-newer version.
+renamed, only after every part exists under its final name, never replaces a hint for a
+newer version, and is removed again when a concurrent cleanup deleted the checkpoint it names
+between its read and its replace (no hint then: readers list the log).
 
 Every body is safe under Spark's task retries (``spark.task.maxFailures``, 4 on a cluster): an
 expected refusal is a result row (``PUBLISHED_SCHEMA.refusal``), never an exception, and is
@@ -375,9 +376,20 @@ def _write_via_rename(fs: pa.fs.FileSystem, directory: str, final: str, data: by
 
 
 def write_last_checkpoint(
-    fs: pa.fs.FileSystem, log_dir: str, text: str, version: int, pause_dir: str | None = None
+    fs: pa.fs.FileSystem,
+    log_dir: str,
+    text: str,
+    version: int,
+    pause_dir: str | None = None,
+    checkpoint_files: tuple[str, ...] = (),
 ) -> bool:
-    """Atomically replace ``_last_checkpoint`` unless it names a newer version."""
+    """Atomically replace ``_last_checkpoint`` unless it names a newer version.
+
+    The read and the replace are not one atomic step: another writer may checkpoint a newer
+    version and clean up expired files in between, deleting ``checkpoint_files`` (the files
+    the hint names). Then the hint just written would name files that are gone, and it is
+    removed again (only while it is still ours): readers list the log without a hint.
+    """
     final = _join(log_dir, LAST_CHECKPOINT_NAME)
     pause_at(pause_dir, "hint-read")
     current = _current_hint_version(fs, final)
@@ -385,7 +397,17 @@ def write_last_checkpoint(
         return False
     pause_at(pause_dir, "hint-replace")
     _write_via_rename(fs, log_dir, final, text.encode("utf-8"))
-    return True
+    if all(_exists(fs, path) for path in checkpoint_files):
+        return True
+    with contextlib.suppress(FileNotFoundError):
+        if _read_text(fs, final) == text:
+            fs.delete_file(final)
+    return False
+
+
+def _read_text(fs: pa.fs.FileSystem, path: str) -> str:
+    with fs.open_input_stream(path) as stream:
+        return bytes(stream.read()).decode("utf-8")
 
 
 def _rename_all(
@@ -443,7 +465,8 @@ def _publish_classic(
     if not request.write_hint:
         return _Published(uris, rows, adds, sizes, None)
     text = _hint_text(request, sum(rows), sum(adds), sum(sizes))
-    written = write_last_checkpoint(fs, log_dir, text, request.version, request.pause_dir)
+    finals = tuple(part.final for part in parts)
+    written = write_last_checkpoint(fs, log_dir, text, request.version, request.pause_dir, finals)
     return _Published(uris, rows, adds, sizes, text if written else None)
 
 
@@ -477,7 +500,8 @@ def _publish_sidecars(
     adds = [0, *[p.adds for p in parts]]
     v2 = _v2_checkpoint_hint((top_name, top_info), list(request.non_file_actions), entries)
     text = _hint_text(request, sum(rows), sum(adds), sum(sizes), v2)
-    written = write_last_checkpoint(fs, log_dir, text, request.version, request.pause_dir)
+    named = (top, *(part.final for part in parts))
+    written = write_last_checkpoint(fs, log_dir, text, request.version, request.pause_dir, named)
     sidecar_uris = [_join(_join(request.log_dir, SIDECAR_DIR), name) for name in names]
     uris = [_join(request.log_dir, top_name), *sidecar_uris]
     return _Published(uris, rows, adds, sizes, text if written else None)
