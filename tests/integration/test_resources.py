@@ -1,9 +1,12 @@
-"""Resources: a checkpoint onto a full file system, and a Python worker killed in the middle of
-a replay task (``make test-resources``; the killed worker also in ``make test-retries``)."""
+"""Resources: the checkpoint and state of a big table on a server with a small heap, a
+checkpoint onto a full file system, and a Python worker killed in the middle of a replay task
+(``make test-resources``: a server with 1 GB of driver memory that retries failed tasks; the
+killed worker also in ``make test-retries``)."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -24,6 +27,9 @@ pytestmark = pytest.mark.resources
 
 #: The small file system a checkpoint is written onto (room for the table and little else).
 TMPFS_BYTES = 8 << 20
+#: Files of the table the small-heap test checkpoints (a log only: ~100 MB of JSON commits).
+BIG_TABLE_FILES = 300_000
+BIG_TABLE_COMMITS = 30
 
 
 def delta_rs_table(root: Path, commits: int) -> None:
@@ -131,3 +137,74 @@ def test_a_python_worker_killed_mid_replay(
 
     monkeypatch.setattr(replay_plans, "map_in_arrow", dying_first_attempt)
     assert our_files(spark, root) == delta_rs_files(root)
+
+
+def write_big_log(root: Path, files: int, commits: int) -> None:
+    """A log-only table: ``files`` adds with stats over ``commits`` commits, no data files."""
+    log = root / "_delta_log"
+    log.mkdir(parents=True)
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+            {"name": "part", "type": "string", "nullable": True, "metadata": {}},
+        ],
+    }
+    header = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+        {
+            "metaData": {
+                "id": "big",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": json.dumps(schema),
+                "partitionColumns": ["part"],
+                "configuration": {},
+                "createdTime": 0,
+            }
+        },
+    ]
+    per_commit = files // commits
+    for version in range(commits):
+        actions = list(header) if version == 0 else []
+        for i in range(version * per_commit, (version + 1) * per_commit):
+            stats = {
+                "numRecords": 10,
+                "minValues": {"id": i * 10},
+                "maxValues": {"id": i * 10 + 9},
+                "nullCount": {"id": 0},
+            }
+            add = {
+                "path": f"part={'ab'[i % 2]}/f-{i:08d}.parquet",
+                "partitionValues": {"part": "ab"[i % 2]},
+                "size": 1000 + i % 100,
+                "modificationTime": 1_700_000_000_000 + i,
+                "dataChange": True,
+                "stats": json.dumps(stats),
+            }
+            actions.append({"add": add})
+        lines = "\n".join(json.dumps(action) for action in actions) + "\n"
+        (log / f"{version:020d}.json").write_text(lines)
+
+
+def test_checkpoint_and_state_of_a_big_table_on_a_small_heap(spark: Any, tmp_path: Path) -> None:
+    """On the 1 GB server of ``make test-resources``: the checkpoint is written and loads in
+    delta-rs, or a DeltaError says why and nothing is published; never a server out of memory
+    (a raw error, or a dead server failing every later test)."""
+    root = tmp_path / "big"
+    write_big_log(root, BIG_TABLE_FILES, BIG_TABLE_COMMITS)
+    names_before = sorted(os.listdir(root / "_delta_log"))
+    table = DeltaTable.for_path(spark, str(root))
+    try:
+        result = table.create_checkpoint()
+    except DeltaError:
+        assert sorted(os.listdir(root / "_delta_log")) == names_before
+        raise
+    assert result.num_of_add_files == BIG_TABLE_FILES
+    snapshot = table.snapshot()
+    try:
+        assert snapshot.state.num_of_files == BIG_TABLE_FILES
+    finally:
+        snapshot.unpersist()
+    for version in range(BIG_TABLE_COMMITS - 1):
+        (root / "_delta_log" / f"{version:020d}.json").unlink()
+    assert len(delta_rs_files(root)) == BIG_TABLE_FILES

@@ -104,3 +104,26 @@ def test_out_of_space_is_recognised() -> None:
     assert isinstance(error, StorageFullError)
     assert error.getErrorClass() == "DELTA_CONNECT_STORAGE_FULL"
     assert out_of_space(RuntimeError("other"), "create_checkpoint", "/t/x") is None
+
+
+def test_observed_metrics_without_a_tombstone() -> None:
+    """Spark leaves a null metric out: a replay of commits without any remove (a poller's
+    update() after appends only) has no ``oldestTombstone``."""
+    from delta_connect_py.plans.state import ObservedLayer
+
+    metrics = {
+        "sizeInBytes": 10,
+        "numOfFiles": 1,
+        "numOfRemoves": 0,
+        "keysNotPlain": False,
+        "numOfMetadata": 0,
+        "numOfProtocol": 0,
+        "numOfSetTransactions": 0,
+        "numOfDomainMetadata": 0,
+        "protocol": "[]",
+        "metadata": "[]",
+        "setTransactions": "[]",
+        "domainMetadata": "[]",
+    }
+    layer = ObservedLayer.from_metrics(metrics, None)
+    assert layer.sums.num_of_files == 1
