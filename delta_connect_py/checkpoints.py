@@ -37,7 +37,11 @@ policy ``part_size`` sets the sidecar count (default: 50,000 actions per sidecar
 delta-spark). On S3 a checkpoint file above 5 GiB (one copy) raises it too, before anything is
 published. A cleanup's compatibility copy holds
 exactly the rows of the UUID-named top-level file it copies, is published (by the same rename)
-before any file is deleted, and a failure to write it deletes nothing.
+before any file is deleted, and a failure to write it deletes nothing. Another writer's cleanup
+may delete expired log files between our listing and our read of them: both operations then
+start again from a fresh listing (:func:`again_after_concurrent_cleanup`), and a cleanup's
+sidecar sweep keeps every sidecar a checkpoint present at the sweep names. A full file system
+raises ``DELTA_CONNECT_STORAGE_FULL`` with nothing published.
 """
 
 from __future__ import annotations

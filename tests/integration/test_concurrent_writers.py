@@ -425,3 +425,21 @@ def test_interleaving(
         check_table(spark, model)
     except AssertionError as exc:
         raise AssertionError(f"{interleaving}: {exc}") from exc
+
+
+def test_delta_rs_takes_a_part_of_an_incomplete_multipart_set_for_a_checkpoint(
+    template: Model, tmp_path: Path
+) -> None:
+    """Why a multi-part publish pauses once, not between its parts: delta-rs 1.6's post-commit
+    log cleanup counts one part of an incomplete multi-part set as a checkpoint, deletes the
+    complete checkpoint before it and the expired commits, and then cannot load the table
+    until the set is complete. When this starts to fail, delta-rs has been fixed: pause
+    between the parts again (``worker.checkpoint_files._rename_all``)."""
+    model = template.copy_to(tmp_path / "table")
+    deltalake.DeltaTable(str(model.root)).cleanup_metadata()
+    latest = max(model.files)
+    one_part = model.log / f"{latest:020d}.checkpoint.{1:010d}.{8:010d}.parquet"
+    shutil.copyfile(model.log / f"{5:020d}.checkpoint.parquet", one_part)
+    with pytest.raises(Exception, match="didn't find any checkpoints"):
+        deltalake.DeltaTable(str(model.root)).delete("id < 3")
+    assert not (model.log / f"{5:020d}.checkpoint.parquet").exists()
