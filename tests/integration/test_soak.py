@@ -40,7 +40,9 @@ def test_short_soak(spark: Any, spark_remote: str) -> None:
     assert result.new_versions >= UPDATES // 4, "the writer hardly committed: nothing was soaked"
     third = len(result.samples) // 3
     first, last = result.samples[:third], result.samples[-third:]
+    # A leak grows by about one per update (one state, one worker): 40 updates apart, a slack
+    # of 2 is noise (a worker forked for a concurrent task, a release still in flight).
     for figure in ("cached_relations", "python_workers"):
         early = max(getattr(s, figure) for s in first)
         late = [getattr(s, figure) for s in last]
-        assert max(late) <= early, (figure, [getattr(s, figure) for s in result.samples])
+        assert max(late) <= early + 2, (figure, [getattr(s, figure) for s in result.samples])
