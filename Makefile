@@ -3,6 +3,8 @@
 #
 #   make demo    describe the sample table examples/sample_table on the embedded local server
 #   make test    unit, thin-client integration/conformance, embedded, delta-spark, object-store tests
+#   make test-concurrency  seeded interleavings of our writers with delta-rs's, and a short soak
+#   make test-resources    a 1 GB server retrying tasks: a big table, a full disk, a killed worker
 #   make test-retries / test-cluster   worker-error tests under local[*,4]; a subset on a
 #                standalone cluster (2 workers)
 #   make lint    ruff check, ruff format --check, mypy
@@ -42,11 +44,12 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	test-retries test-cluster test-object-store test-spark40 test-wheel test-fuzz delta-jars s3a-jars moto-venv lint \
+	test-retries test-cluster test-concurrency test-resources test-object-store test-spark40 \
+	test-wheel test-fuzz delta-jars s3a-jars moto-venv lint \
 	server test-container image compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,19p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,22p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -113,7 +116,7 @@ test-unit: $(THIN)/.installed
 test-integration: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-local-server.sh \
-		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark and not object_store" \
+		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark and not object_store and not concurrency and not soak and not resources" \
 		tests $(PYTEST_ARGS)
 
 # (c) tests that start the embedded server themselves (full pyspark); none collected is fine.
@@ -138,6 +141,25 @@ test-retries: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-local-server.sh \
 		$(THIN)/bin/pytest -m "worker_errors and not embedded and not delta_spark" tests $(PYTEST_ARGS)
+
+# (j) concurrency: our create_checkpoint and cleanup_metadata against delta-rs's commits,
+# checkpoints and cleanups, and against each other, over 200 seeded interleavings; then a short
+# soak (a reader polling with update() while delta-rs writes), on one standalone server.
+test-concurrency: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
+	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		server/with-local-server.sh \
+		$(THIN)/bin/pytest -m "(concurrency or soak) and not embedded and not delta_spark" \
+		tests/integration/test_concurrent_writers.py tests/integration/test_soak.py $(PYTEST_ARGS)
+
+# (k) resources, on a server with 1 GB of driver memory that retries failed tasks
+# (local[*,4]): a big table's checkpoint and state, a checkpoint onto a full tmpfs (root only),
+# a Python worker killed in the middle of a replay task.
+test-resources: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
+	DELTA_CONNECT_DRIVER_MEMORY=1g DELTA_CONNECT_SPARK_MASTER='local[*,4]' \
+		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		server/with-local-server.sh \
+		$(THIN)/bin/pytest -m "resources and not embedded and not delta_spark" \
+		tests/integration/test_resources.py $(PYTEST_ARGS)
 
 # (g) a Spark standalone cluster (a master, 2 workers of 1 core, executors in their own JVMs and
 # Python workers) with the Connect server on it: the named subset (marker cluster) and the

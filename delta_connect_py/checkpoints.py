@@ -37,7 +37,11 @@ policy ``part_size`` sets the sidecar count (default: 50,000 actions per sidecar
 delta-spark). On S3 a checkpoint file above 5 GiB (one copy) raises it too, before anything is
 published. A cleanup's compatibility copy holds
 exactly the rows of the UUID-named top-level file it copies, is published (by the same rename)
-before any file is deleted, and a failure to write it deletes nothing.
+before any file is deleted, and a failure to write it deletes nothing. Another writer's cleanup
+may delete expired log files between our listing and our read of them: both operations then
+start again from a fresh listing (:func:`again_after_concurrent_cleanup`), and a cleanup's
+sidecar sweep keeps every sidecar a checkpoint present at the sweep names. A full file system
+raises ``DELTA_CONNECT_STORAGE_FULL`` with nothing published.
 """
 
 from __future__ import annotations
@@ -45,10 +49,11 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import uuid
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyspark.sql.connect.functions as F
 
@@ -61,7 +66,10 @@ from delta_connect_py.checkpoint_stats import (
 from delta_connect_py.errors import (
     CheckpointNonExistTableError,
     CheckpointUnsupportedError,
+    CorruptLogFileError,
     MissingDeltaTableError,
+    ServerFileNotFoundError,
+    StorageFullError,
 )
 from delta_connect_py.job_log import logged_job
 from delta_connect_py.plans.file_keys import action_path, is_file_action
@@ -105,11 +113,15 @@ from delta_connect_py.worker.failures import decode_error
 from delta_connect_py.worker.stores import StorageOptions, guarded
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table_log import TableLog
+
+_T = TypeVar("_T")
 
 __all__ = ["STAGING_PREFIX", "CheckpointResult", "cleanup_metadata", "create_checkpoint"]
 
@@ -363,10 +375,23 @@ def _write_staging(
             frame.write.options(**WRITE_OPTIONS).mode("error").parquet(staging)
     except Exception as exc:
         _discard(spark, staging, options)
-        translated = translate_server_error(exc, spark)
+        full = out_of_space(exc, "create_checkpoint (writing the checkpoint)", staging)
+        translated = full if full is not None else translate_server_error(exc, spark)
         if translated is exc:
             raise
         raise translated from None
+
+
+#: How a full file system shows in a JVM (IOException) or Python (ENOSPC) failure.
+_NO_SPACE = re.compile(r"No space left on device|Disk quota exceeded")
+
+
+def out_of_space(exc: BaseException, operation: str, path: str) -> StorageFullError | None:
+    """``DELTA_CONNECT_STORAGE_FULL`` when ``exc`` (from the server) is a full file system."""
+    match = _NO_SPACE.search(str(exc))
+    if match is None:
+        return None
+    return StorageFullError(operation=operation, path=path.rsplit("/", 1)[0], reason=match[0])
 
 
 def _discard(spark: SparkSession, staging: str, options: StorageOptions) -> None:
@@ -395,8 +420,11 @@ def _publish(spark: SparkSession, request: PublishRequest) -> list[Any]:
     job = map_in_arrow(_one_task(spark), body, spark_schema(PUBLISHED_SCHEMA))
     try:
         rows = collect(job)
-    except Exception:
+    except Exception as exc:
         _discard(spark, request.staging_dir, request.storage_options)
+        full = out_of_space(exc, "create_checkpoint (publishing)", request.staging_dir)
+        if full is not None:
+            raise full from exc
         raise
     refusal = next((row["refusal"] for row in rows if row["refusal"] is not None), None)
     if refusal is not None:
@@ -498,12 +526,48 @@ def create_checkpoint(
     count differs from the snapshot's ``numOfFiles`` (then nothing is published).
     """
     version, part_size = checkpoint_arguments(table, version, part_size)
-    snapshot = snapshot_of(table, version)
-    try:
-        with logged_job(_log, "checkpoint write", table=table.table_root, version=snapshot.version):
-            return write_checkpoint(snapshot, part_size)
-    finally:
-        snapshot.unpersist()
+
+    def checkpoint_fresh_snapshot() -> CheckpointResult:
+        snapshot = snapshot_of(table, version)
+        try:
+            with logged_job(
+                _log, "checkpoint write", table=table.table_root, version=snapshot.version
+            ):
+                return write_checkpoint(snapshot, part_size)
+        finally:
+            snapshot.unpersist()
+
+    return again_after_concurrent_cleanup(table, checkpoint_fresh_snapshot)
+
+
+#: How many times an operation starts again from a fresh listing when a log file it was about
+#: to read was deleted meanwhile by another writer's cleanup.
+CONCURRENT_CLEANUP_RETRIES = 2
+
+
+def again_after_concurrent_cleanup(table: TableLog, operation: Callable[[], _T]) -> _T:
+    """``operation()``, started again from a fresh listing (at most
+    :data:`CONCURRENT_CLEANUP_RETRIES` times) when it failed to read a log file that a fresh
+    listing no longer holds: another writer's cleanup deleted it (it had expired) between our
+    listing and our read. A file that is still listed is corrupt, and its error is raised; a
+    version the cleanup removed for good then fails with ``DELTA_VERSION_NOT_FOUND``.
+    """
+    for attempt in range(CONCURRENT_CLEANUP_RETRIES + 1):
+        try:
+            return operation()
+        except (CorruptLogFileError, ServerFileNotFoundError) as error:
+            if attempt == CONCURRENT_CLEANUP_RETRIES or not _deleted_meanwhile(table, error):
+                raise
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _deleted_meanwhile(
+    table: TableLog, error: CorruptLogFileError | ServerFileNotFoundError
+) -> bool:
+    name = error.message_parameters.get("file", "").rsplit("/", 1)[-1]
+    if not name or "/_delta_log/_sidecars/" in error.message_parameters.get("file", ""):
+        return False
+    return name not in {file.name for file in table.list_log().files}
 
 
 @dataclass(frozen=True)
@@ -597,7 +661,7 @@ def cleanup_metadata(
 
 
 def _cleanup_metadata(table: TableLog, dry_run: bool, now: int) -> list[str]:
-    cleanup = plan_table_cleanup(table, now)
+    cleanup = again_after_concurrent_cleanup(table, partial(plan_table_cleanup, table, now))
     plan = cleanup.plan
     if cleanup.compat_source is not None and not dry_run:
         write_compat_checkpoint(table, cleanup.compat_source)

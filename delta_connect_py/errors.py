@@ -251,6 +251,15 @@ class CheckpointSnapshotMismatchError(DeltaError):
     )
 
 
+class StorageFullError(DeltaError):
+    error_class = "DELTA_CONNECT_STORAGE_FULL"
+    template = (
+        "{operation} on {path} ran out of space on the file system ({reason}). Nothing was "
+        "published and the files written so far were removed; free space (or grow the volume) "
+        "and run it again."
+    )
+
+
 class CheckpointUnsupportedError(DeltaError):
     error_class = "DELTA_CHECKPOINT_UNSUPPORTED"
     template = "Cannot write this checkpoint of {path}: {reason}"

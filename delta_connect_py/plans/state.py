@@ -276,7 +276,9 @@ class ObservedLayer:
 
     @staticmethod
     def from_metrics(metrics: dict[str, Any], tombstone_horizon: int | None) -> ObservedLayer:
-        sums = _sums(metrics, _TOTAL_NAMES, tombstone_horizon, metrics["oldestTombstone"])
+        # A null minimum (no tombstone in this replay) is left out of the observed metrics.
+        oldest = metrics.get("oldestTombstone")
+        sums = _sums(metrics, _TOTAL_NAMES, tombstone_horizon, oldest)
         counts = {name: metrics[name] for name in _NON_FILE_COUNTS}
         return ObservedLayer(sums, bool(metrics["keysNotPlain"]), counts, _collected_text(metrics))
 

@@ -17,8 +17,9 @@ published: refused before any rename, see ``protocol.staging``), and only after 
 ``DELTA_CHECKPOINT_SNAPSHOT_MISMATCH`` and nothing is renamed). Sidecars get unique names
 (derived from the checkpoint's UUID), so they are invisible to readers until the top-level file
 naming them is renamed into place. ``_last_checkpoint`` is written to a temporary name and
-renamed, only after every part exists under its final name, and never replaces a hint for a
-newer version.
+renamed, only after every part exists under its final name, never replaces a hint for a
+newer version, and is removed again when a concurrent cleanup deleted the checkpoint it names
+between its read and its replace (no hint then: readers list the log).
 
 Every body is safe under Spark's task retries (``spark.task.maxFailures``, 4 on a cluster): an
 expected refusal is a result row (``PUBLISHED_SCHEMA.refusal``), never an exception, and is
@@ -56,6 +57,7 @@ from delta_connect_py.protocol.cleanup import SidecarFile, unreferenced_sidecars
 from delta_connect_py.protocol.filenames import (
     checkpoint_name,
     multipart_checkpoint_name,
+    parse_log_file,
     uuid_checkpoint_name,
 )
 from delta_connect_py.protocol.last_checkpoint import (
@@ -76,6 +78,7 @@ from delta_connect_py.worker.log_files import (
     filesystem_and_path,
     path_in_store,
 )
+from delta_connect_py.worker.pauses import pause_at
 from delta_connect_py.worker.stores import NO_STORAGE_OPTIONS, StorageOptions
 
 SIDECAR_DIR = "_sidecars"
@@ -133,6 +136,9 @@ class PublishRequest:
     fail_in_attempts: int | None = None
     #: The worker's credentials for the store (``DeltaTable.for_path(storage_options=)``).
     storage_options: StorageOptions = NO_STORAGE_OPTIONS
+    #: Test hook: a local folder in which the publish pauses before its renames and around
+    #: the hint's read and replace (``worker.pauses``); None: no pauses.
+    pause_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,9 @@ class DeleteRequest:
     stale_staging_before_ms: int | None = None
     #: The worker's credentials for the store (``DeltaTable.for_path(storage_options=)``).
     storage_options: StorageOptions = NO_STORAGE_OPTIONS
+    #: Test hook: a local folder in which the cleanup pauses before each delete and sweep
+    #: (``worker.pauses``); None: no pauses.
+    pause_dir: str | None = None
 
 
 @dataclass(frozen=True)
@@ -366,14 +375,39 @@ def _write_via_rename(fs: pa.fs.FileSystem, directory: str, final: str, data: by
             fs.delete_file(temporary)
 
 
-def write_last_checkpoint(fs: pa.fs.FileSystem, log_dir: str, text: str, version: int) -> bool:
-    """Atomically replace ``_last_checkpoint`` unless it names a newer version."""
+def write_last_checkpoint(
+    fs: pa.fs.FileSystem,
+    log_dir: str,
+    text: str,
+    version: int,
+    pause_dir: str | None = None,
+    checkpoint_files: tuple[str, ...] = (),
+) -> bool:
+    """Atomically replace ``_last_checkpoint`` unless it names a newer version.
+
+    The read and the replace are not one atomic step: another writer may checkpoint a newer
+    version and clean up expired files in between, deleting ``checkpoint_files`` (the files
+    the hint names). Then the hint just written would name files that are gone, and it is
+    removed again (only while it is still ours): readers list the log without a hint.
+    """
     final = _join(log_dir, LAST_CHECKPOINT_NAME)
+    pause_at(pause_dir, "hint-read")
     current = _current_hint_version(fs, final)
     if current is not None and current > version:
         return False
+    pause_at(pause_dir, "hint-replace")
     _write_via_rename(fs, log_dir, final, text.encode("utf-8"))
-    return True
+    if all(_exists(fs, path) for path in checkpoint_files):
+        return True
+    with contextlib.suppress(FileNotFoundError):
+        if _read_text(fs, final) == text:
+            fs.delete_file(final)
+    return False
+
+
+def _read_text(fs: pa.fs.FileSystem, path: str) -> str:
+    with fs.open_input_stream(path) as stream:
+        return bytes(stream.read()).decode("utf-8")
 
 
 def _rename_all(
@@ -381,6 +415,9 @@ def _rename_all(
 ) -> None:
     """Move every staged part to its final name (``in_place`` parts are there already)."""
     _inject_failure(request, in_place)
+    # One pause for the whole set: delta-rs 1.6's post-commit log cleanup takes any part of an
+    # incomplete multi-part set for a checkpoint (bench/README.md, the concurrency report).
+    pause_at(request.pause_dir, "rename")
     for source, target in moves:
         fs.move(source, target)
         in_place += 1
@@ -428,7 +465,8 @@ def _publish_classic(
     if not request.write_hint:
         return _Published(uris, rows, adds, sizes, None)
     text = _hint_text(request, sum(rows), sum(adds), sum(sizes))
-    written = write_last_checkpoint(fs, log_dir, text, request.version)
+    finals = tuple(part.final for part in parts)
+    written = write_last_checkpoint(fs, log_dir, text, request.version, request.pause_dir, finals)
     return _Published(uris, rows, adds, sizes, text if written else None)
 
 
@@ -453,6 +491,7 @@ def _publish_sidecars(
     lines += [json.dumps({"sidecar": entry}, separators=(",", ":")) for entry in entries]
     top_name = uuid_checkpoint_name(request.version, request.checkpoint_uuid, "json")
     top = _join(log_dir, top_name)
+    pause_at(request.pause_dir, "top-level")
     if not _exists(fs, top):  # else written by an earlier attempt, with these very lines
         _write_via_rename(fs, log_dir, top, ("\n".join(lines) + "\n").encode("utf-8"))
     top_info = fs.get_file_info(top)
@@ -461,7 +500,8 @@ def _publish_sidecars(
     adds = [0, *[p.adds for p in parts]]
     v2 = _v2_checkpoint_hint((top_name, top_info), list(request.non_file_actions), entries)
     text = _hint_text(request, sum(rows), sum(adds), sum(sizes), v2)
-    written = write_last_checkpoint(fs, log_dir, text, request.version)
+    named = (top, *(part.final for part in parts))
+    written = write_last_checkpoint(fs, log_dir, text, request.version, request.pause_dir, named)
     sidecar_uris = [_join(_join(request.log_dir, SIDECAR_DIR), name) for name in names]
     uris = [_join(request.log_dir, top_name), *sidecar_uris]
     return _Published(uris, rows, adds, sizes, text if written else None)
@@ -600,10 +640,26 @@ def _sidecars_present(fs: pa.fs.FileSystem, log_dir: str) -> list[SidecarFile]:
     ]
 
 
+def _checkpoints_now(fs: pa.fs.FileSystem, log_dir: str, request: DeleteRequest) -> list[str]:
+    """Paths of the checkpoints to keep: the plan's, and any another writer published since
+    the plan's listing (its sidecars may be fresh, or made old by time passing meanwhile)."""
+    from pyarrow.fs import FileSelector
+
+    deleted = {uri.rsplit("/", 1)[-1] for uri in request.paths}
+    kept = {path_in_store(uri) for uri in request.retained_checkpoints}
+    for info in fs.get_file_info(FileSelector(log_dir)):
+        listed = parse_log_file(info.base_name, info.size or 0, 0)
+        if listed is not None and listed.is_checkpoint and info.base_name not in deleted:
+            kept.add(info.path)
+    return sorted(kept)
+
+
 def _garbage_sidecars(fs: pa.fs.FileSystem, log_dir: str, request: DeleteRequest) -> list[str]:
     referenced: list[str] = []
-    for uri in request.retained_checkpoints:
-        referenced += _sidecar_references(fs, path_in_store(uri))
+    for path in _checkpoints_now(fs, log_dir, request):
+        # A checkpoint gone since the listing (another writer's cleanup) references nothing.
+        with contextlib.suppress(FileNotFoundError):
+            referenced += _sidecar_references(fs, path)
     garbage = unreferenced_sidecars(_sidecars_present(fs, log_dir), referenced, request.cutoff_ms)
     return [_join(_join(request.log_dir, SIDECAR_DIR), sidecar.name) for sidecar in garbage]
 
@@ -621,9 +677,11 @@ def delete_log_files(
     if not _has_rows(batches):
         return
     fs, log_dir = filesystem_and_path(request.log_dir, request.storage_options)
-    for uri in request.paths:
+    for index, uri in enumerate(request.paths):
         if not request.dry_run:
+            pause_at(request.pause_dir, f"delete-{index}")
             _delete(fs, uri)
+    pause_at(request.pause_dir, "sweep")
     sidecars = _garbage_sidecars(fs, log_dir, request) if request.sweep_sidecars else []
     for uri in sidecars:
         if not request.dry_run:

@@ -1,0 +1,348 @@
+"""Soak bench: a long-running reader polling with ``update()`` while delta-rs changes the table.
+
+A delta-rs writer thread appends, deletes, compacts and now and then checkpoints a fresh table
+for as long as the reader runs; the reader takes a snapshot and then ``--updates`` times calls
+``update()`` and reads the new snapshot's computedState, as a poller would. Every
+``--check-every`` updates the files of our snapshot must equal a fresh delta-rs read of the same
+version. Every ``--sample-every`` updates it samples the server: the JVM's resident memory, its
+heap after a full GC (``jcmd GC.class_histogram`` forces one; ``jstat -gc`` then reads the used
+heap), the cached relations alive there (``LocalCheckpointRDD`` objects: each cached state is
+one), and the server's Python worker processes. Prints one JSON line: the figures, and the mean
+of each sample over the first and the last 100 updates (a leak shows as growth between them).
+
+The server is found by the port of ``--remote`` (a JVM whose command line binds it: a server
+on this machine). Without ``--remote`` the bench starts its own server (``--driver-memory``)
+and stops it at the end.
+
+    .venv/bin/python bench/soak.py --updates 1000
+    .venv/bin/python bench/soak.py --remote sc://127.0.0.1:15002 --updates 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: A cached state on the server is a local checkpoint: one ``LocalCheckpointRDD`` object each.
+CACHED_RELATION_CLASS = "org.apache.spark.rdd.LocalCheckpointRDD"
+#: How many updates at each end the flatness check compares.
+WINDOW = 100
+
+
+# --- The server process --------------------------------------------------------------------
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _descendants(pid: int) -> list[int]:
+    tree, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        children = _children(current)
+        tree += children
+        todo += children
+    return tree
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+def server_jvm(port: int) -> int | None:
+    """The pid of the JVM serving Spark Connect on ``port`` on this machine, if any."""
+    needle = f"spark.connect.grpc.binding.port={port}".encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            text = cmdline.read_bytes()
+        except OSError:
+            continue
+        pid = int(cmdline.parent.name)
+        if needle in text and _comm(pid) == "java":
+            return pid
+    return None
+
+
+def python_workers(jvm: int) -> int:
+    """The server's Python worker processes (its daemon and the workers forked from it)."""
+    return sum(1 for pid in _descendants(jvm) if _comm(pid).startswith("python"))
+
+
+def rss_mb(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(r"VmRSS:\s+(\d+) kB", status)
+    return int(match[1]) / 1024 if match else 0.0
+
+
+def _java_tool(name: str) -> str:
+    from delta_connect_py.embedded import find_java
+
+    return str(Path(find_java()).resolve().parent / name)
+
+
+def cached_relations(jvm: int) -> int:
+    """Live ``LocalCheckpointRDD`` objects (the class histogram runs a full GC first)."""
+    histogram = subprocess.run(
+        [_java_tool("jcmd"), str(jvm), "GC.class_histogram"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout
+    for line in histogram.splitlines():
+        fields = line.split()
+        if len(fields) == 4 and fields[3] == CACHED_RELATION_CLASS:
+            return int(fields[1])
+    return 0
+
+
+def heap_used_mb(jvm: int) -> float:
+    """The used heap (survivor, eden, old generation) from ``jstat -gc``."""
+    output = subprocess.run(
+        [_java_tool("jstat"), "-gc", str(jvm)], capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    header, values = output[0].split(), output[1].split()
+    row = dict(zip(header, values, strict=False))
+    used_kb = sum(float(row[key]) for key in ("S0U", "S1U", "EU", "OU") if key in row)
+    return used_kb / 1024
+
+
+@dataclass
+class Sample:
+    update: int
+    rss_mb: float
+    heap_mb: float
+    cached_relations: int
+    python_workers: int
+
+
+def sample(jvm: int, update: int) -> Sample:
+    cached = cached_relations(jvm)  # first: its full GC makes the heap figure the live heap
+    return Sample(update, rss_mb(jvm), heap_used_mb(jvm), cached, python_workers(jvm))
+
+
+# --- The writer ------------------------------------------------------------------------------
+
+
+@dataclass
+class Writer:
+    """delta-rs changing the table until stopped: appends, deletes, compactions, checkpoints."""
+
+    root: str
+    seed: int
+    interval_s: float
+    commits: int = 0
+    checkpoints: int = 0
+    error: BaseException | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        import deltalake
+        import pyarrow as pa
+
+        rng = random.Random(self.seed)
+        try:
+            while not self.stop.wait(self.interval_s):
+                table = deltalake.DeltaTable(self.root)
+                choice = rng.random()
+                if choice < 0.6:
+                    ids = [rng.randrange(10_000) for _ in range(rng.randint(1, 20))]
+                    data = pa.table({"id": ids, "part": [rng.choice("abc") for _ in ids]})
+                    deltalake.write_deltalake(self.root, data, mode="append")
+                elif choice < 0.8:
+                    table.delete(f"id % 7 = {rng.randrange(7)} AND id < {rng.randrange(10_000)}")
+                else:
+                    table.optimize.compact()
+                self.commits += 1
+                if rng.random() < 0.03:
+                    deltalake.DeltaTable(self.root).create_checkpoint()
+                    self.checkpoints += 1
+        except BaseException as exc:  # reported by the reader
+            self.error = exc
+
+
+def create_table(root: str) -> None:
+    import deltalake
+    import pyarrow as pa
+
+    data = pa.table({"id": list(range(20)), "part": ["abc"[i % 3] for i in range(20)]})
+    deltalake.write_deltalake(root, data, partition_by=["part"])
+
+
+def delta_rs_files(root: str, version: int) -> list[str]:
+    import deltalake
+
+    actions = deltalake.DeltaTable(root, version=version).get_add_actions(flatten=True)
+    return sorted(actions.column("path").to_pylist())
+
+
+# --- The reader ------------------------------------------------------------------------------
+
+
+@dataclass
+class SoakResult:
+    updates: int
+    new_versions: int
+    fresh_snapshots: int
+    checks: int
+    mismatches: list[int]
+    first_version: int
+    last_version: int
+    writer_commits: int
+    writer_checkpoints: int
+    seconds: float
+    samples: list[Sample]
+
+    def window_means(self) -> dict[str, dict[str, float]]:
+        """Each figure's mean over the samples of the first and the last ``WINDOW`` updates."""
+        last_start = max(self.updates - WINDOW, 0)
+        first = [s for s in self.samples if s.update <= WINDOW]
+        last = [s for s in self.samples if s.update >= last_start]
+        means = {}
+        for name in ("rss_mb", "heap_mb", "cached_relations", "python_workers"):
+            means[name] = {
+                "first": round(statistics.fmean(getattr(s, name) for s in first), 1),
+                "last": round(statistics.fmean(getattr(s, name) for s in last), 1),
+            }
+        return means
+
+
+def soak(
+    spark: Any,
+    jvm: int | None,
+    *,
+    updates: int,
+    check_every: int,
+    sample_every: int,
+    seed: int = 0,
+    writer_interval_s: float = 0.3,
+    max_seconds: float | None = None,
+) -> SoakResult:
+    """Poll a table delta-rs changes; see the module docstring."""
+    from delta_connect_py import DeltaTable
+
+    with tempfile.TemporaryDirectory(prefix="soak-") as tmp:
+        root = str(Path(tmp) / "table")
+        create_table(root)
+        writer = Writer(root, seed, writer_interval_s)
+        thread = threading.Thread(target=writer.run, daemon=True)
+        started = time.perf_counter()
+        snapshot = DeltaTable.for_path(spark, root).snapshot()
+        snapshot.state  # noqa: B018 - the reader's first state
+        first_version = snapshot.version
+        thread.start()
+        samples, mismatches = [], []
+        new_versions = fresh = checks = done = 0
+        try:
+            for update in range(1, updates + 1):
+                if max_seconds is not None and time.perf_counter() - started > max_seconds:
+                    break
+                done = update
+                updated = snapshot.update()
+                if updated is not snapshot:
+                    new_versions += 1
+                    fresh += updated.previous is None  # a new checkpoint: a fresh snapshot
+                snapshot = updated
+                snapshot.state  # noqa: B018 - a poller reads the state after each update
+                last = update == updates
+                if update % check_every == 0 or last:
+                    checks += 1
+                    ours = sorted(r["path"] for r in snapshot.all_files().select("path").collect())
+                    if ours != delta_rs_files(root, snapshot.version):
+                        mismatches.append(snapshot.version)
+                if jvm is not None and (update % sample_every == 0 or update == 1 or last):
+                    samples.append(sample(jvm, update))
+                if writer.error is not None:
+                    raise RuntimeError("the delta-rs writer failed") from writer.error
+        finally:
+            writer.stop.set()
+            thread.join(timeout=60)
+            snapshot.unpersist()
+        return SoakResult(
+            updates=done,
+            new_versions=new_versions,
+            fresh_snapshots=fresh,
+            checks=checks,
+            mismatches=mismatches,
+            first_version=first_version,
+            last_version=snapshot.version,
+            writer_commits=writer.commits,
+            writer_checkpoints=writer.checkpoints,
+            seconds=round(time.perf_counter() - started, 1),
+            samples=samples,
+        )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--remote", help="sc://host:port of a server on this machine")
+    parser.add_argument("--updates", type=int, default=1000)
+    parser.add_argument("--check-every", type=int, default=25)
+    parser.add_argument("--sample-every", type=int, default=20)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--writer-interval", type=float, default=0.3, help="seconds")
+    parser.add_argument("--max-seconds", type=float, help="stop updating after this long")
+    parser.add_argument("--driver-memory", default="2g", help="for the bench's own server")
+    args = parser.parse_args()
+
+    from delta_connect_py import connect
+    from delta_connect_py.embedded import EmbeddedServer
+
+    server = None
+    remote = args.remote
+    if remote is None:
+        worker = Path(__file__).resolve().parents[1] / ".venv-worker" / "bin" / "python"
+        worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON") or str(worker)
+        server = EmbeddedServer(worker_python=worker_python, driver_memory=args.driver_memory)
+        server.start()
+        remote = server.remote
+    try:
+        spark = connect(remote)
+        jvm = server_jvm(int(remote.rsplit(":", 1)[1].split("/")[0]))
+        result = soak(
+            spark,
+            jvm,
+            updates=args.updates,
+            check_every=args.check_every,
+            sample_every=args.sample_every,
+            seed=args.seed,
+            writer_interval_s=args.writer_interval,
+            max_seconds=args.max_seconds,
+        )
+        spark.stop()
+    finally:
+        if server is not None:
+            server.stop()
+    report = asdict(result)
+    report["windows"] = result.window_means() if result.samples else {}
+    report["server_jvm_found"] = jvm is not None
+    print(json.dumps(report))
+    return 0 if not result.mismatches else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
