@@ -305,6 +305,12 @@ class Snapshot:
         reconstructed = self._reconstructed
         if not reconstructed.carries_base_sums(config):
             return None
+        if reconstructed.updates is None:
+            # A first replay that counted itself (no checkpoint under it): nothing to probe.
+            assert reconstructed.base_sums is not None and reconstructed.observed is not None
+            return reconstructed.observed.state(
+                reconstructed.base_sums, counted=reconstructed.observed_in_base, version=self.version
+            )
         indexed = reconstructed.with_key_indexes()
         self.__dict__["_reconstructed"] = indexed
         if not indexed.updates_miss_base():
