@@ -1,4 +1,4 @@
-"""Benchmark (not a test): interactive latency, with the Spark jobs and Connect RPCs each call costs.
+"""Benchmark (not a test): interactive latency, with the Spark jobs and Connect RPCs of each call.
 
 Usage::
 
@@ -204,7 +204,7 @@ def append_commit(table: str) -> None:
 
 
 def has_data_files(table: str) -> bool:
-    return any(p.suffix == ".parquet" for p in Path(table).rglob("*.parquet") if "_delta_log" not in p.parts)
+    return any("_delta_log" not in p.parts for p in Path(table).rglob("*.parquet"))
 
 
 # --------------------------------------------------------------------------------------------
@@ -324,11 +324,14 @@ class Bench:
                 for phase in phases:
                     if phase == "new commit":
                         append_commit(path)
-                    self.timed(self.case(name, reader, call, phase), self._bound(reader, call, fn, path))
+                    case = self.case(name, reader, call, phase)
+                    self.timed(case, self._bound(reader, call, fn, path))
             finally:
                 shutil.rmtree(path, ignore_errors=True)
 
-    def _bound(self, reader: str, call: str, fn: Callable[[str], Any], path: str) -> Callable[[], Any]:
+    def _bound(
+        self, reader: str, call: str, fn: Callable[[str], Any], path: str
+    ) -> Callable[[], Any]:
         if reader == "ours" and call in ON_SNAPSHOT:
             # The snapshot is taken outside the timing (its own line is "snapshot()").
             snap = DeltaTable.for_path(self.spark, path).snapshot()
@@ -343,8 +346,9 @@ def start_server(args: argparse.Namespace) -> tuple[Any, str]:
     server = delta_spark_server(port=free_port(), fast_start=False)
     server.extra_conf.update({"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)})
     server.start()
-    print(f"# server {server.remote} (UI http://127.0.0.1:{ui_port}, log {server.log_path})", flush=True)
-    return server, f"http://127.0.0.1:{ui_port}"
+    ui = f"http://127.0.0.1:{ui_port}"
+    print(f"# server {server.remote} (UI {ui}, log {server.log_path})", flush=True)
+    return server, ui
 
 
 def warm_up(bench: Bench, source: str, times: int) -> None:
@@ -352,7 +356,7 @@ def warm_up(bench: Bench, source: str, times: int) -> None:
     path = copy_table(source, bench.scratch)
     try:
         for _ in range(times):
-            DeltaTable.for_path(bench.spark, path).snapshot().state
+            _ = DeltaTable.for_path(bench.spark, path).snapshot().state
             DeltaTable.for_path(bench.spark, path).snapshot().all_files().collect()
             bench.spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
     finally:
@@ -407,7 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                         calls = delta_spark_calls(spark, with_data)
                         bench.run_reader(name, source, "delta-spark", calls, phases)
                     if "delta-rs" in readers:
-                        bench.run_reader(name, source, "delta-rs", delta_rs_calls(with_data), phases)
+                        calls = delta_rs_calls(with_data)
+                        bench.run_reader(name, source, "delta-rs", calls, phases)
             for case in bench.cases.values():
                 print(json.dumps(case.line()), flush=True)
             report_targets(bench, [name for name, _ in tables])
@@ -434,7 +439,8 @@ def report_targets(bench: Bench, names: list[str]) -> None:
             out["vs_delta_rs"] = round(ours / rs, 2)
         for phase in ("warm", "new commit"):
             out[f"ours_{phase}_s"] = median(name, "ours", "snapshot().state", phase)
-            out[f"describe_detail_{phase}_s"] = median(name, "delta-spark", "DESCRIBE DETAIL", phase)
+            detail = median(name, "delta-spark", "DESCRIBE DETAIL", phase)
+            out[f"describe_detail_{phase}_s"] = detail
         print(json.dumps(out), flush=True)
 
 

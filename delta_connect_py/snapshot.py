@@ -307,10 +307,9 @@ class Snapshot:
             return None
         if reconstructed.updates is None:
             # A first replay that counted itself (no checkpoint under it): nothing to probe.
-            assert reconstructed.base_sums is not None and reconstructed.observed is not None
-            return reconstructed.observed.state(
-                reconstructed.base_sums, counted=reconstructed.observed_in_base, version=self.version
-            )
+            base, observed = reconstructed.base_sums, reconstructed.observed
+            assert base is not None and observed is not None
+            return observed.state(base, reconstructed.observed_in_base, self.version)
         indexed = reconstructed.with_key_indexes()
         self.__dict__["_reconstructed"] = indexed
         if not indexed.updates_miss_base():
