@@ -47,6 +47,7 @@ import statistics
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -182,7 +183,8 @@ def copy_table(source: str, into: Path) -> str:
 
 
 def append_commit(table: str) -> None:
-    """One more commit: a commitInfo and one add (the last add seen, under a new name)."""
+    """One more commit: a commitInfo and one add (the last add seen, under a new name, with a
+    copy of its data file when the table has it)."""
     log = Path(table) / "_delta_log"
     commits = sorted(p for p in log.glob("*.json") if p.stem.isdigit())
     version = int(commits[-1].stem) + 1
@@ -196,7 +198,11 @@ def append_commit(table: str) -> None:
             break
     if add is None:
         add = {"path": "x.parquet", "partitionValues": {}, "size": 1, "dataChange": True}
-    add = {**add, "path": f"latency-bench-{version}.parquet", "dataChange": True}
+    new_path = f"latency-bench-{version}.parquet"
+    data_file = Path(table) / urllib.parse.unquote(add["path"])
+    if data_file.is_file():  # a table with data files gets a real one (to_df reads it)
+        shutil.copyfile(data_file, Path(table) / new_path)
+    add = {**add, "path": new_path, "dataChange": True}
     add["modificationTime"] = int(time.time() * 1000)
     info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}}
     lines = [json.dumps(info), json.dumps({"add": add})]

@@ -30,6 +30,7 @@ from delta_connect_py.plans.spark import (
     collect,
     escape_glob,
     map_in_arrow,
+    one_row,
     session_conf,
     spark_schema,
     union_all,
@@ -92,18 +93,18 @@ def _hint_frame(spark: SparkSession, log_dir: str, options: StorageOptions) -> D
     request = LastCheckpointRead(log_dir=log_dir, storage_options=options)
     reader = partial(read_last_checkpoint, request)
     # One partition: the reader runs once per partition, and one row is wanted.
-    return map_in_arrow(spark.range(0, 1, 1, 1), reader, spark_schema(LISTING_SCHEMA))
+    return map_in_arrow(one_row(spark), reader, spark_schema(LISTING_SCHEMA))
 
 
 def _local_listing_frame(spark: SparkSession, log_dir: str) -> DataFrame:
     reader = partial(list_local_log, LastCheckpointRead(log_dir=log_dir))
-    return map_in_arrow(spark.range(0, 1, 1, 1), reader, spark_schema(LISTING_SCHEMA))
+    return map_in_arrow(one_row(spark), reader, spark_schema(LISTING_SCHEMA))
 
 
 def _listing_rows(spark: SparkSession, log_dir: str, options: StorageOptions) -> list[Any] | None:
     """The listing and hint rows, or None when ``log_dir`` does not exist."""
     if log_dir.startswith("file:"):
-        rows = collect(_local_listing_frame(spark, log_dir))
+        rows = collect(_local_listing_frame(spark, log_dir), reads_files=False)
         return None if any(row["length"] == NO_LOG_DIR for row in rows) else rows
     frames = [_files_frame(spark, log_dir)]
     if unsupported_scheme(log_dir) is None:  # else no worker can read the hint

@@ -24,7 +24,7 @@ from pyspark.sql.connect.observation import Observation
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
-from delta_connect_py.session import translate_server_error
+from delta_connect_py.session import session_key, translate_server_error
 from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
@@ -156,10 +156,33 @@ def server_errors_translated() -> Iterator[None]:
         raise translated from exc
 
 
-def collect(df: DataFrame) -> list[Row]:
-    """``df.collect()`` with server failures we recognise raised as DeltaErrors."""
-    with server_errors_translated(), session_conf(df.sparkSession, LOG_READ_CONF):
-        return df.collect()
+def collect(df: DataFrame, reads_files: bool = True) -> list[Row]:
+    """``df.collect()`` with server failures we recognise raised as DeltaErrors; a job that
+    ``reads_files`` runs with ``LOG_READ_CONF`` (4 config requests around it), one that reads
+    none (a Python task over ``one_row``) as the session is."""
+    with server_errors_translated():
+        if not reads_files:
+            return df.collect()
+        with session_conf(df.sparkSession, LOG_READ_CONF):
+            return df.collect()
+
+
+#: ``one_row`` frames by session: a new ``spark.range`` has no schema on the client, and its
+#: ``mapInArrow`` asks the server for it (an analysis request per listing).
+_ONE_ROW: dict[str, DataFrame] = {}
+MAX_ONE_ROW_FRAMES = 16
+
+
+def one_row(spark: SparkSession) -> DataFrame:
+    """``spark.range(0, 1, 1, 1)``: one row in one partition, for a Python task to run once;
+    the same frame (and so its schema, once known) for every call in a session."""
+    key = session_key(spark)
+    frame = _ONE_ROW.get(key)
+    if frame is None:
+        if len(_ONE_ROW) >= MAX_ONE_ROW_FRAMES:
+            _ONE_ROW.pop(next(iter(_ONE_ROW)))
+        frame = _ONE_ROW[key] = spark.range(0, 1, 1, 1)
+    return frame
 
 
 def materialize(df: DataFrame, hints: dict[str, str] | None = None) -> DataFrame:
