@@ -133,7 +133,7 @@ class JobCounter:
         self.app = apps[0]["id"]
 
     def _get(self, path: str) -> Any:
-        with urllib.request.urlopen(self.ui_url + path, timeout=10) as response:
+        with urllib.request.urlopen(self.ui_url + path, timeout=120) as response:
             return json.loads(response.read())
 
     def issued(self) -> int:
@@ -314,6 +314,8 @@ class Bench:
                 out["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
         case.seconds.append(out["seconds"])
         case.last = out
+        progress = {**case.line(), "rounds_s": None, "seconds": round(out["seconds"], 4)}
+        print(json.dumps({"progress": True, **progress}), file=sys.stderr, flush=True)
 
     def run_reader(
         self,
