@@ -384,6 +384,11 @@ class Snapshot:
         reconstructed = self._reconstructed
         if not reconstructed.carries_base_sums(config):
             return None
+        if reconstructed.updates is None:
+            # A first replay that counted itself (no checkpoint under it): nothing to probe.
+            base, observed = reconstructed.base_sums, reconstructed.observed
+            assert base is not None and observed is not None
+            return observed.state(base, reconstructed.observed_in_base, self.version)
         indexed = reconstructed.with_key_indexes()
         self.__dict__["_reconstructed"] = indexed
         if not indexed.updates_miss_base():

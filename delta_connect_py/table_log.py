@@ -139,7 +139,15 @@ class TableLog:
         first_error: CorruptLogFileError | None = None
         for _ in range(SNAPSHOT_LOADING_MAX_RETRIES + 1):
             try:
-                return segment, protocol_and_metadata(self.spark, segment, self.log_dir)
+                checksum_text = (
+                    None
+                    if segment.checksum is None
+                    else listing.checksum_texts.get(segment.checksum.path)
+                )
+                pm = protocol_and_metadata(
+                    self.spark, segment, self.log_dir, checksum_text=checksum_text
+                )
+                return segment, pm
             except CorruptLogFileError as error:
                 if segment.checkpoint is None or not _reads_checkpoint(error, segment):
                     if first_error is None:

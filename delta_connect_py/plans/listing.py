@@ -1,7 +1,8 @@
 """Listing a table's ``_delta_log`` on the server.
 
 Responsibility: one collect that returns every log file's path, size and modification time
-together with the text of ``_last_checkpoint`` (which Spark's readers cannot see: its name starts
+together with the text of ``_last_checkpoint`` (and, for a local log, of its newest small
+version checksum) (which Spark's readers cannot see: its name starts
 with ``_``). A local log is listed by one Python worker task (a directory listing, milliseconds
 for 10,000 files); any other file system through Spark's ``binaryFile`` source, which lists
 through the server's Hadoop file system and credentials and never reads content.
@@ -17,8 +18,8 @@ missed, logged at debug level.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ from delta_connect_py.plans.spark import (
     collect,
     escape_glob,
     map_in_arrow,
+    one_row,
     session_conf,
     spark_schema,
     union_all,
@@ -36,6 +38,7 @@ from delta_connect_py.plans.spark import (
 from delta_connect_py.protocol.filenames import LogFile, parse_log_file
 from delta_connect_py.protocol.last_checkpoint import LastCheckpoint, parse_last_checkpoint
 from delta_connect_py.worker.log_files import (
+    LAST_CHECKPOINT_NAME,
     LISTING_SCHEMA,
     MISSING,
     NO_LOG_DIR,
@@ -68,6 +71,9 @@ class LogListing:
     files: tuple[LogFile, ...]
     last_checkpoint: LastCheckpoint | None
     log_dir_exists: bool
+    #: Path -> text of the version checksums the listing brought along (a local log's newest
+    #: one, see ``worker.log_files.list_local_log``).
+    checksum_texts: Mapping[str, str] = field(default_factory=dict)
 
 
 def _files_frame(spark: SparkSession, log_dir: str) -> DataFrame:
@@ -87,18 +93,18 @@ def _hint_frame(spark: SparkSession, log_dir: str, options: StorageOptions) -> D
     request = LastCheckpointRead(log_dir=log_dir, storage_options=options)
     reader = partial(read_last_checkpoint, request)
     # One partition: the reader runs once per partition, and one row is wanted.
-    return map_in_arrow(spark.range(0, 1, 1, 1), reader, spark_schema(LISTING_SCHEMA))
+    return map_in_arrow(one_row(spark), reader, spark_schema(LISTING_SCHEMA))
 
 
 def _local_listing_frame(spark: SparkSession, log_dir: str) -> DataFrame:
     reader = partial(list_local_log, LastCheckpointRead(log_dir=log_dir))
-    return map_in_arrow(spark.range(0, 1, 1, 1), reader, spark_schema(LISTING_SCHEMA))
+    return map_in_arrow(one_row(spark), reader, spark_schema(LISTING_SCHEMA))
 
 
 def _listing_rows(spark: SparkSession, log_dir: str, options: StorageOptions) -> list[Any] | None:
     """The listing and hint rows, or None when ``log_dir`` does not exist."""
     if log_dir.startswith("file:"):
-        rows = collect(_local_listing_frame(spark, log_dir))
+        rows = collect(_local_listing_frame(spark, log_dir), reads_files=False)
         return None if any(row["length"] == NO_LOG_DIR for row in rows) else rows
     frames = [_files_frame(spark, log_dir)]
     if unsupported_scheme(log_dir) is None:  # else no worker can read the hint
@@ -121,8 +127,8 @@ def list_log(
     rows = _listing_rows(spark, log_dir, options)
     if rows is None:
         return LogListing(log_dir, (), None, log_dir_exists=False)
-    hint_rows = [row for row in rows if row["content"] is not None or row["length"] < 0]
-    file_rows = [row for row in rows if row not in hint_rows]
+    hint_rows = [row for row in rows if _is_hint_row(row)]
+    file_rows = [row for row in rows if not _is_hint_row(row)]
     files = [
         parse_log_file(row["path"], row["length"], row["modificationTime"]) for row in file_rows
     ]
@@ -131,7 +137,13 @@ def list_log(
         files=tuple(sorted((f for f in files if f is not None), key=lambda f: f.name)),
         last_checkpoint=_parse_hint(hint_rows, log_dir),
         log_dir_exists=True,
+        checksum_texts={row["path"]: row["content"] for row in file_rows if row["content"]},
     )
+
+
+def _is_hint_row(row: Any) -> bool:
+    """The ``_last_checkpoint`` row (a file row never has a name starting with ``_``)."""
+    return bool(row["length"] < 0 or row["path"].endswith("/" + LAST_CHECKPOINT_NAME))
 
 
 def _parse_hint(hint_rows: Sequence[Any], log_dir: str) -> LastCheckpoint | None:

@@ -1,8 +1,9 @@
 """The protocol and metadata fast path: a snapshot's P&M without replaying file actions.
 
 Responsibility: delta-spark's P&M fast path: from the version checksum (``v.crc``) when it holds
-both, else from only the ``protocol``, ``metaData`` and ``commitInfo.inCommitTimestamp`` columns
-of the checkpoint and the commits after it (one small collect, newest wins).
+both (parsed on the client when the listing brought its text, else read by Spark), else from
+only the ``protocol``, ``metaData`` and ``commitInfo.inCommitTimestamp`` columns of the
+checkpoint and the commits after it (one small collect, newest wins).
 
 Invariants: a missing protocol or metadata raises ``DELTA_STATE_RECOVER_ERROR`` naming the
 version; the in-commit timestamp is taken only from the snapshot version's own commit.
@@ -11,6 +12,7 @@ version; the in-commit timestamp is taken only from the snapshot version's own c
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -88,6 +90,81 @@ def _from_checksum(spark: SparkSession, checksum: LogFile) -> ProtocolAndMetadat
     )
 
 
+def _from_checksum_text(text: str, checksum: LogFile) -> ProtocolAndMetadata | None:
+    """``_from_checksum`` of a checksum's text already at hand (no job), for a file whose one
+    line is a JSON object holding a well-typed protocol and metadata; None for anything else,
+    which ``_from_checksum`` then reads as before (whatever Spark's JSON reader makes of it)."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) != 1:
+        return None
+    try:
+        checksum_json = json.loads(lines[0])
+    except ValueError:
+        return None
+    if not isinstance(checksum_json, dict):
+        return None
+    protocol: Any = checksum_json.get("protocol")
+    metadata: Any = checksum_json.get("metadata")
+    ict = checksum_json.get("inCommitTimestampOpt")
+    if not (_plain_protocol(protocol) and _plain_metadata(metadata) and _is_int_or_none(ict)):
+        return None
+    return ProtocolAndMetadata(
+        protocol=Protocol.from_action(protocol),
+        metadata=Metadata.from_action(metadata),
+        in_commit_timestamp=ict,
+        source=checksum.path,
+    )
+
+
+def _is_int_or_none(value: Any) -> bool:
+    return value is None or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _is_str_or_none(value: Any) -> bool:
+    return value is None or isinstance(value, str)
+
+
+def _is_string_list(value: Any) -> bool:
+    return value is None or (isinstance(value, list) and all(isinstance(v, str) for v in value))
+
+
+def _is_string_map(value: Any) -> bool:
+    return value is None or (
+        isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+    )
+
+
+def _plain_protocol(protocol: Any) -> bool:
+    """A protocol action whose every field has its JSON type (the reader's schema's)."""
+    return (
+        isinstance(protocol, dict)
+        and protocol.get("minReaderVersion") is not None
+        and all(_is_int_or_none(protocol.get(k)) for k in ("minReaderVersion", "minWriterVersion"))
+        and all(_is_string_list(protocol.get(k)) for k in ("readerFeatures", "writerFeatures"))
+    )
+
+
+def _plain_metadata(metadata: Any) -> bool:
+    """A metaData action whose every field has its JSON type (the reader's schema's)."""
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("id"), str):
+        return False
+    fmt = metadata.get("format")
+    return (
+        all(_is_str_or_none(metadata.get(k)) for k in ("name", "description", "schemaString"))
+        and _is_string_list(metadata.get("partitionColumns"))
+        and _is_string_map(metadata.get("configuration"))
+        and _is_int_or_none(metadata.get("createdTime"))
+        and (
+            fmt is None
+            or (
+                isinstance(fmt, dict)
+                and _is_str_or_none(fmt.get("provider"))
+                and _is_string_map(fmt.get("options"))
+            )
+        )
+    )
+
+
 def _commit_pm_rows(spark: SparkSession, segment: LogSegment) -> DataFrame:
     """P&M rows of the commits, parsing only lines that can hold them.
 
@@ -141,14 +218,21 @@ def protocol_and_metadata(
     segment: LogSegment,
     log_dir: str,
     previous: ProtocolAndMetadata | None = None,
+    checksum_text: str | None = None,
 ) -> ProtocolAndMetadata:
-    """The snapshot's protocol, metadata and in-commit timestamp (one small Spark job).
+    """The snapshot's protocol, metadata and in-commit timestamp (one small Spark job, none
+    when ``checksum_text``, the text of the segment's version checksum the listing brought,
+    holds them).
 
     With ``previous`` (the P&M as of the version just before ``segment.commits``), only those
     commits are read and whatever they do not change is carried over.
     """
     if previous is None and segment.checksum is not None:
-        from_checksum = _from_checksum(spark, segment.checksum)
+        from_checksum = None
+        if checksum_text is not None:
+            from_checksum = _from_checksum_text(checksum_text, segment.checksum)
+        if from_checksum is None:
+            from_checksum = _from_checksum(spark, segment.checksum)
         if from_checksum is not None:
             return from_checksum
     if previous is not None:

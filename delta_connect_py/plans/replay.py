@@ -358,13 +358,26 @@ def reconstruct(
             check_read_from_log(frame, config.log_dir)
         to_replay = [actions.checkpoint.non_file_rows(), *to_replay]
     partitions = num_partitions or partitions_for(actions.commit_bytes)
-    replayed = _replayed(to_replay, config, partitions)
+    if actions.checkpoint is not None:
+        return ReconstructedState(
+            checkpoint=actions.checkpoint,
+            replayed=_replayed(to_replay, config, partitions),
+            table_root=config.table_root,
+            replayed_bytes=actions.commit_bytes,
+        )
+    # Without a checkpoint the replay's rows are the whole state: the job that replays them
+    # also counts them (observed metrics), and computedState needs no query of its own
+    # (a 10-file table: 2 of 6 jobs, about 0.5 s).
+    replayed, observed = _replayed_observed(to_replay, config, partitions)
     return ReconstructedState(
-        checkpoint=actions.checkpoint,
+        checkpoint=None,
         replayed=replayed,
         table_root=config.table_root,
         replayed_bytes=actions.commit_bytes,
-        plain_keys=None if actions.checkpoint is not None else False,
+        plain_keys=False,
+        base_sums=None if observed is None else observed.sums,
+        observed=observed,
+        observed_in_base=True,
     )
 
 

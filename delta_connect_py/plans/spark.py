@@ -24,6 +24,7 @@ from pyspark.sql.connect.observation import Observation
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
+from delta_connect_py.connections import session_key
 from delta_connect_py.spark_failures import raising_delta_errors
 from delta_connect_py.worker.archives import in_worker
 
@@ -150,11 +151,34 @@ def server_errors_translated(spark: SparkSession | None = None) -> Any:
     return raising_delta_errors(spark)
 
 
-def collect(df: DataFrame) -> list[Row]:
-    """``df.collect()`` with server failures we recognise raised as DeltaErrors."""
+def collect(df: DataFrame, reads_files: bool = True) -> list[Row]:
+    """``df.collect()`` with server failures we recognise raised as DeltaErrors; a job that
+    ``reads_files`` runs with ``LOG_READ_CONF`` (4 config requests around it), one that reads
+    none (a Python task over ``one_row``) as the session is."""
     spark = df.sparkSession
-    with raising_delta_errors(spark), session_conf(spark, LOG_READ_CONF):
-        return df.collect()
+    with raising_delta_errors(spark):
+        if not reads_files:
+            return df.collect()
+        with session_conf(spark, LOG_READ_CONF):
+            return df.collect()
+
+
+#: ``one_row`` frames by session: a new ``spark.range`` has no schema on the client, and its
+#: ``mapInArrow`` asks the server for it (an analysis request per listing).
+_ONE_ROW: dict[str, DataFrame] = {}
+MAX_ONE_ROW_FRAMES = 16
+
+
+def one_row(spark: SparkSession) -> DataFrame:
+    """``spark.range(0, 1, 1, 1)``: one row in one partition, for a Python task to run once;
+    the same frame (and so its schema, once known) for every call in a session."""
+    key = session_key(spark)
+    frame = _ONE_ROW.get(key)
+    if frame is None:
+        if len(_ONE_ROW) >= MAX_ONE_ROW_FRAMES:
+            _ONE_ROW.pop(next(iter(_ONE_ROW)))
+        frame = _ONE_ROW[key] = spark.range(0, 1, 1, 1)
+    return frame
 
 
 def materialize(df: DataFrame, hints: dict[str, str] | None = None) -> DataFrame:

@@ -1,7 +1,8 @@
 """Reading ``_delta_log`` files that Spark's file readers cannot see, on the server.
 
 Responsibility: read ``_last_checkpoint`` (a name starting with ``_`` is invisible to every Spark
-file reader) with pyarrow's file systems inside a Python worker, with delta-spark's tries.
+file reader) with pyarrow's file systems inside a Python worker, with delta-spark's tries; list a
+local ``_delta_log`` (with the text of its newest small version checksum).
 
 Invariants: a missing file is reported as missing, never as corrupt; a file that cannot be parsed
 (or fails its checksum) is retried up to ``tries`` times, one second apart, and then reported as
@@ -18,7 +19,7 @@ import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePosixPath
-from typing import AnyStr
+from typing import Any, AnyStr
 from urllib.parse import quote, quote_from_bytes
 
 import pyarrow as pa
@@ -169,7 +170,9 @@ def read_last_checkpoint(
 def list_local_log(
     request: LastCheckpointRead, _: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
-    """mapInArrow body: every visible file of a local ``_delta_log`` plus the hint row.
+    """mapInArrow body: every visible file of a local ``_delta_log`` plus the hint row; the
+    newest version checksum's row carries its text (``content``), so that a snapshot of the
+    latest version takes its protocol and metadata from it without another job.
 
     Visible means what Spark's file sources would list: regular files whose names do not start
     with ``_`` or ``.``. Paths keep the Hadoop form of ``log_dir`` (``file:/a b/_delta_log/x``).
@@ -191,16 +194,45 @@ def list_local_log(
         for info in infos
         if info.type == fs.FileType.File and not info.base_name.startswith(("_", "."))
     ]
+    newest_checksum = _newest_checksum(visible)
     yield pa.RecordBatch.from_pydict(
         {
             "path": [prefix + info.base_name for info in visible],
             "length": [info.size for info in visible],
             "modificationTime": [info.mtime_ns // 1_000_000 for info in visible],
-            "content": [None] * len(visible),
+            "content": [
+                _checksum_text(info.path) if info is newest_checksum else None for info in visible
+            ],
         },
         schema=LISTING_SCHEMA,
     )
     yield from read_last_checkpoint(request, [])
+
+
+#: A version checksum up to this size travels with the listing (delta-spark's hold the table's
+#: files only for small tables).
+MAX_LISTED_CHECKSUM_BYTES = 1 << 20
+
+
+def _newest_checksum(infos: list[Any]) -> Any:
+    """The file info of the newest ``<version>.crc`` when small enough to travel, else None."""
+    checksums = [
+        info for info in infos if info.base_name.endswith(".crc") and info.base_name[:-4].isdigit()
+    ]
+    if not checksums:
+        return None
+    newest = max(checksums, key=lambda info: int(info.base_name[:-4]))
+    return newest if newest.size <= MAX_LISTED_CHECKSUM_BYTES else None
+
+
+def _checksum_text(local_path: str) -> str | None:
+    """The checksum file's text; None when it is gone or not UTF-8 (the client then reads it
+    as before)."""
+    try:
+        with open(local_path, "rb") as file:
+            return file.read().decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _read_with_tries(uri: str, request: LastCheckpointRead) -> tuple[int, str | None]:

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.worker.failures import WorkerFailure, decode_worker_failure
 from delta_connect_py.worker.log_files import (
+    MAX_LISTED_CHECKSUM_BYTES,
     NO_LOG_DIR,
     CommitLinesRead,
     LastCheckpointRead,
@@ -149,10 +150,30 @@ def test_local_listing_sees_what_spark_file_sources_see(tmp_path: Path) -> None:
     (log / "_last_checkpoint").write_text('{"version":0,"size":1}')
     request = LastCheckpointRead(log_dir=f"file:{log}", tries=1)
     rows = [row for out in list_local_log(request, []) for row in out.to_pylist()]
-    files = sorted(row["path"] for row in rows if row["content"] is None and row["length"] >= 0)
+    hint_path = f"file:{log}/_last_checkpoint"
+    files = sorted(row["path"] for row in rows if row["path"] != hint_path)
     assert files == [f"file:{log}/{name}" for name in ("0" * 20 + ".crc", "0" * 20 + ".json")]
-    hint = [row for row in rows if row["content"] is not None]
+    hint = [row for row in rows if row["path"] == hint_path]
     assert hint and hint[0]["content"] == '{"version":0,"size":1}'
+    # The newest version checksum travels with the listing; no other file's content does.
+    contents = {row["path"].rsplit("/", 1)[-1]: row["content"] for row in rows}
+    assert contents["0" * 20 + ".crc"] == "{}"
+    assert contents["0" * 20 + ".json"] is None
+
+
+def test_local_listing_brings_only_the_newest_small_checksum(tmp_path: Path) -> None:
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    for version in (1, 2, 10):
+        (log / f"{version:020d}.crc").write_text(f'{{"v":{version}}}')
+    request = LastCheckpointRead(log_dir=f"file:{log}", tries=1)
+    rows = [row for out in list_local_log(request, []) for row in out.to_pylist()]
+    contents = {row["path"].rsplit("/", 1)[-1]: row["content"] for row in rows}
+    assert contents[f"{10:020d}.crc"] == '{"v":10}'
+    assert contents[f"{1:020d}.crc"] is None and contents[f"{2:020d}.crc"] is None
+    (log / f"{11:020d}.crc").write_text("x" * (MAX_LISTED_CHECKSUM_BYTES + 1))
+    rows = [row for out in list_local_log(request, []) for row in out.to_pylist()]
+    assert all(row["content"] is None for row in rows if row["path"].endswith(".crc"))
 
 
 def test_local_listing_of_a_missing_log_says_so(tmp_path: Path) -> None:
