@@ -48,8 +48,8 @@ deltalake = pytest.importorskip("deltalake")
 
 pytestmark = pytest.mark.concurrency
 
-#: Seeded interleavings run by ``make test-concurrency``.
-INTERLEAVINGS = 200
+#: Seeded interleavings run by ``make test-concurrency`` (seeds 0 to N - 1).
+INTERLEAVINGS = int(os.environ.get("DELTA_CONCURRENCY_INTERLEAVINGS", "200"))
 DAY_S = 86_400
 #: Log files older than this are expired (both cleaners read it from the table).
 RETENTION = {"delta.logRetentionDuration": "interval 1 days"}
