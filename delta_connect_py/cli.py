@@ -16,7 +16,7 @@ Invariants:
   message, or the exception's class and the first line of its message. A traceback is printed
   only with ``--debug``.
 - While a command runs, its Spark jobs' progress is drawn on stderr when stderr is a terminal
-  and ``rich`` is installed (``cli_progress``); it is gone before the result is printed.
+  (``cli_progress``); it is gone before the result is printed. Tables are drawn with ``rich``.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import argparse
 import base64
 import contextlib
 import functools
+import io
 import json
 import logging
 import os
@@ -35,6 +36,10 @@ from collections.abc import Callable, Sequence
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TextIO
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
 
 from delta_connect_py.errors import DeltaError
 
@@ -52,6 +57,8 @@ EXIT_INTERRUPTED = 130
 
 #: A table cell longer than this is cut, with an ellipsis (JSON output is never cut).
 MAX_CELL_WIDTH = 60
+#: Wider than any table we draw: ``rich`` then sizes a table to its content, never wrapping it.
+RENDER_WIDTH = 100_000
 
 Payload = dict[str, Any]
 
@@ -423,25 +430,29 @@ def render_rows(rows: Sequence[dict[str, Any]]) -> str:
     cells = [[_cell(row.get(column)) for column in columns] for row in rows]
     # Columns empty in every row (history's many unset fields) only widen the table.
     shown = [i for i in range(len(columns)) if any(line[i] for line in cells)]
-    columns = [columns[i] for i in shown]
-    cells = [[line[i] for i in shown] for line in cells]
-    widths = [max(len(name), *(len(line[i]) for line in cells)) for i, name in enumerate(columns)]
-
-    def line(values: Sequence[str]) -> str:
-        padded = (value.ljust(width) for value, width in zip(values, widths, strict=True))
-        return "  ".join(padded).rstrip()
-
-    rule = "  ".join("-" * width for width in widths)
-    return "\n".join([line(columns), rule, *(line(values) for values in cells)])
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="")
+    for i in shown:
+        table.add_column(columns[i], no_wrap=True)
+    for line in cells:
+        table.add_row(*(line[i] for i in shown))
+    return _rendered(table)
 
 
 def render_fields(fields: Sequence[tuple[str, Any]]) -> str:
     """``name  value`` lines, names aligned."""
-    width = max(len(name) for name, _ in fields)
-    return "\n".join(
-        f"{name.ljust(width)}  {value if isinstance(value, str) else _cell(value)}".rstrip()
-        for name, value in fields
-    )
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True)
+    for name, value in fields:
+        grid.add_row(name, value if isinstance(value, str) else _cell(value))
+    return _rendered(grid)
+
+
+def _rendered(table: Table) -> str:
+    """``table`` as plain text (no colour, no markup), as wide as its content."""
+    buffer = io.StringIO()
+    Console(file=buffer, width=RENDER_WIDTH, color_system=None, highlight=False).print(table)
+    return "\n".join(line.rstrip() for line in buffer.getvalue().strip("\n").splitlines())
 
 
 def _size(num_bytes: int) -> str:

@@ -5,9 +5,9 @@ handler (pyspark 4's ``SparkSession.registerProgressHandler``, called with the s
 and task counts of each running operation) that renders every running operation as a progress
 bar with ``rich``, on stderr, and removes it afterwards.
 
-Invariants: progress is shown only when the stream is a terminal and ``rich`` is installed (the
-``cli`` extra); nothing is ever written to stdout, so a command's output stays parseable; the
-handler is removed and the display stopped whatever the block raises.
+Invariants: progress is shown only when the stream is a terminal; nothing is ever written to
+stdout, so a command's output stays parseable; the handler is removed and the display stopped
+whatever the block raises.
 """
 
 from __future__ import annotations
@@ -89,16 +89,11 @@ class JobProgress(ProgressHandler):
 @contextmanager
 def spark_progress_shown(spark: SparkSession, stream: TextIO) -> Iterator[JobProgress | None]:
     """Within the block, ``spark``'s jobs show their progress on ``stream`` when it is a
-    terminal and ``rich`` is installed; yields the handler, or None when nothing is shown."""
+    terminal; yields the handler, or None when nothing is shown."""
     if not stream.isatty():
         yield None
         return
-    try:
-        handler = JobProgress(stream)
-    except ImportError:
-        _log.debug("no progress shown: rich is not installed (pip install 'delta-connect-py[cli]')")
-        yield None
-        return
+    handler = JobProgress(stream)
     spark.registerProgressHandler(handler)
     handler.progress.start()
     try:

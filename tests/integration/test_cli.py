@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable as RustTable
 
+from delta_connect_py import cli
 from delta_connect_py.cli import main
 from tests.conftest import CONFORMANCE, _close_sessions_of
 
@@ -132,17 +133,31 @@ def test_errors_print_the_error_class(
     assert err.count("\n") == 1
 
 
-def test_other_failures_print_one_line_and_exit_1(
+def test_a_filter_value_of_another_type_is_a_delta_error_exit_2(
     spark_remote: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Spark cannot cast the filter value: not a Delta error, still one line, no traceback.
     argv = ["--remote", spark_remote, "show", SAMPLE, "--filter", "quantity > abc"]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: [DELTA_CONNECT_INVALID_ARGUMENT]")
+    assert captured.err.count("\n") == 1
+
+
+def test_other_failures_print_one_line_and_exit_1(
+    spark_remote: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A failure that is no DeltaError (here raised by the command itself, after a real
+    # connect): still one line, no traceback, exit 1.
+    def failing(args: object) -> None:
+        raise RuntimeError("something unexpected\nwith a second line")
+
+    monkeypatch.setattr(cli, "_describe", failing)
+    argv = ["--remote", spark_remote, "describe", SAMPLE]
     assert main(argv) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.startswith("error: ")
-    assert "CAST_INVALID_INPUT" in captured.err
-    assert captured.err.count("\n") == 1
+    assert captured.err == "error: RuntimeError: something unexpected\n"
     assert "Traceback" not in captured.err
 
     assert main(["--debug", *argv]) == 1

@@ -143,10 +143,10 @@ def test_rows_render_as_an_aligned_table_without_empty_columns() -> None:
         {"id": 22, "name": "bbb", "unset": None, "tags": None},
     ]
     assert render_rows(rows).splitlines() == [
-        "id  name  tags",
-        "--  ----  ---------",
-        '1   a     {"k":"v"}',
-        "22  bbb",
+        "id   name   tags",
+        "─────────────────────",
+        '1    a      {"k":"v"}',
+        "22   bbb",
     ]
     assert render_rows([]) == "(no rows)"
 
@@ -159,7 +159,7 @@ def test_long_cells_are_cut() -> None:
 
 def test_table_output_shows_fields_then_rows() -> None:
     text = render_table("show", {"path": "/t", "version": 3, "rows": [{"id": 1}]})
-    assert text.splitlines() == ["path     /t", "version  3", "", "id", "--", "1"]
+    assert text.splitlines() == ["path     /t", "version  3", "", "id", "──", "1"]
     listed = render_table("cleanup", {"dry_run": True, "deleted": ["/t/_delta_log/0.json"]})
     assert listed.splitlines()[-2:] == ["deleted:", "  /t/_delta_log/0.json"]
 
