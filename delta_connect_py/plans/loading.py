@@ -50,7 +50,7 @@ from delta_connect_py.protocol.actions import (
     VERSION_COLUMN,
 )
 from delta_connect_py.protocol.filenames import LogFile
-from delta_connect_py.spark_failures import caused_by
+from delta_connect_py.spark_failures import caused_by, translate_server_error
 from delta_connect_py.worker.log_files import (
     COMMIT_LINES_SCHEMA,
     CommitLinesRead,
@@ -387,18 +387,32 @@ _UNREADABLE_FOOTER = re.compile(r"FileMetaData|footer|not a Parquet file", re.IG
 
 @contextmanager
 def _unreadable_footers_reported(paths: Sequence[str]) -> Iterator[None]:
-    """A damaged footer among ``paths`` (log files) as ``DELTA_CORRUPT_LOG_FILE``."""
+    """A damaged footer among ``paths`` (log files) as ``DELTA_CORRUPT_LOG_FILE``: Spark's own
+    naming of the file when its text has one (``translate_server_error``), else the first of
+    ``paths`` with the line of Spark's text that names the footer."""
     try:
         yield
     except CorruptLogFileError:
         raise
     except Exception as exc:
-        if _UNREADABLE_FOOTER.search(str(exc)) is None:
+        found = _UNREADABLE_FOOTER.search(str(exc))
+        if found is None:
             raise
+        translated = translate_server_error(exc)
+        if isinstance(translated, CorruptLogFileError):
+            raise translated from None
         log_dir = paths[0].rsplit("/_delta_log/", 1)[0] + "/_delta_log"
         which = "its" if len(paths) == 1 else f"its or another of {len(paths)} files'"
-        reason = f"Spark could not read {which} parquet footer ({str(exc).splitlines()[-1][:200]})"
-        raise CorruptLogFileError(file=paths[0], path=log_dir, reason=reason) from exc
+        reason = f"Spark could not read {which} parquet footer ({_line_at(str(exc), found)})"
+        corrupt = CorruptLogFileError(file=paths[0], path=log_dir, reason=reason)
+        raise caused_by(corrupt, exc) from None
+
+
+def _line_at(text: str, found: re.Match[str]) -> str:
+    """The line of ``text`` holding ``found``, at most 200 characters."""
+    start = text.rfind("\n", 0, found.start()) + 1
+    end = text.find("\n", found.end())
+    return text[start : end if end >= 0 else len(text)].strip()[:200]
 
 
 def _add_with_stats(actual: StructType, target: StructType) -> Column:

@@ -329,7 +329,6 @@ def _clock(start_ms: int) -> Iterator[list[int]]:
     clock = [start_ms]
     with (
         mock.patch("delta_connect_py.snapshot.now_ms", lambda: clock[0]),
-        mock.patch("delta_connect_py.table.now_ms", lambda: clock[0]),
     ):
         yield clock
 
