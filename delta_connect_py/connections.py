@@ -10,6 +10,7 @@ unknown here, and lookups for it answer None.
 
 from __future__ import annotations
 
+import inspect
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,11 +53,11 @@ def bounded_retry_policy(seconds: float) -> Any:
     class Bounded(DefaultPolicy, BoundedRetryPolicy):
         pass
 
-    policy = Bounded(
-        max_retries=retries,
-        max_backoff=int(max_backoff),
-        max_server_retry_delay=int(max_backoff),
-    )
+    options: dict[str, Any] = {"max_retries": retries, "max_backoff": int(max_backoff)}
+    # pyspark 4.1 also honours a server's own retry delay, capped by this; 4.0 has no such cap.
+    if "max_server_retry_delay" in inspect.signature(DefaultPolicy.__init__).parameters:
+        options["max_server_retry_delay"] = int(max_backoff)
+    policy = Bounded(**options)
     policy.bound_seconds = seconds
     return policy
 
