@@ -71,6 +71,9 @@ def invalid_line_reason(value: Column, action: Column, schema: StructType) -> Co
     starts = value.startswith("{") | value.rlike(r"^\s*\{") | blank
     ends = value.endswith("}") | value.rlike(r"\}\s*$") | blank
     reasons: list[tuple[Column, str]] = [
+        # Spark keeps a line's bytes as they are; JSON parsing would read a damaged byte as
+        # U+FFFD (a changed path, a valid-looking action), where delta-rs refuses the file.
+        (~F.is_valid_utf8(value), "it is not valid UTF-8"),
         (~starts, "it does not start a JSON object"),
         (~ends, "it does not end a JSON object (truncated?)"),
         (value.rlike(JOINED_OBJECTS), "it holds more than one JSON object"),

@@ -401,11 +401,12 @@ class _LineBuffer:
         try:
             values.validate(full=True)
         except pa.ArrowInvalid:
-            for file, line in zip(self.files, self.lines, strict=True):
+            for version, file, line in zip(self.versions, self.files, self.lines, strict=True):
                 try:
                     line.decode("utf-8")
                 except UnicodeDecodeError as exc:
+                    reason = f"version {version}: a line is not valid UTF-8 ({exc})"
                     raise WorkerFailure(
-                        CorruptLogFileError(file=file, path=self.table_path, reason=str(exc))
+                        CorruptLogFileError(file=file, path=self.table_path, reason=reason)
                     ) from exc
             raise

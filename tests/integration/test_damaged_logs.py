@@ -27,8 +27,11 @@ LONG_COMMITS = MAX_FILES_FOR_JSON_SOURCE + 8
 DAMAGED_VERSION = 12
 
 INVALID_LINES = {
-    "truncated": '{"add": {"path": "x.parquet", "size": ',
-    "wrong_typed": '{"add": {"path": 5}}\n',
+    "truncated": b'{"add": {"path": "x.parquet", "size": ',
+    "wrong_typed": b'{"add": {"path": 5}}\n',
+    # A valid action but for one byte that is no UTF-8 (Spark alone would read it as U+FFFD).
+    "invalid_utf8": b'{"add": {"path": "x\xff.parquet", "partitionValues": {}, "size": 1, '
+    b'"modificationTime": 1, "dataChange": true}}\n',
 }
 
 READS: dict[str, Callable[[DeltaTable], Any]] = {
@@ -53,10 +56,10 @@ def long_table(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _damaged_copy(source: Path, target: Path, line: str) -> Path:
+def _damaged_copy(source: Path, target: Path, line: bytes) -> Path:
     shutil.copytree(source, target)
     commit = target / "_delta_log" / f"{DAMAGED_VERSION:020d}.json"
-    with commit.open("a") as file:
+    with commit.open("ab") as file:
         file.write(line)
     return target
 
@@ -67,7 +70,7 @@ def _damaged_copy(source: Path, target: Path, line: str) -> Path:
 def test_invalid_action_line_is_refused(
     spark: Any, long_table: Path, tmp_path: Path, log: str, kind: str, read: str
 ) -> None:
-    if (log, kind, read) == ("short", "wrong_typed", "history"):
+    if (log, read) == ("short", "history") and kind != "truncated":
         # Known gap: history's filter on commitInfo is pushed below the line check, so an
         # add line on its own goes unchecked there (the state and every other read refuse it).
         pytest.xfail("history does not check a non-commitInfo line of a short log")
@@ -127,6 +130,6 @@ def test_update_refuses_a_new_commit_with_an_invalid_line(
     snapshot = DeltaTable.for_path(spark, str(table)).snapshot()
     assert snapshot.state.num_of_files == 1  # computed, so update() replays only new commits
     new_commit = table / "_delta_log" / f"{snapshot.version + 1:020d}.json"
-    new_commit.write_text('{"commitInfo": {"operation": "WRITE"}}\n' + INVALID_LINES[kind])
+    new_commit.write_bytes(b'{"commitInfo": {"operation": "WRITE"}}\n' + INVALID_LINES[kind])
     with pytest.raises(CorruptLogFileError, match=f"version {snapshot.version + 1}"):
         _ = snapshot.update().state.num_of_files
