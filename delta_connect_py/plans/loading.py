@@ -38,7 +38,6 @@ from delta_connect_py.plans.spark import (
     escape_glob,
     map_in_arrow,
     materialize,
-    server_errors_translated,
     spark_schema,
     struct_fields,
     union_all,
@@ -50,7 +49,11 @@ from delta_connect_py.protocol.actions import (
     VERSION_COLUMN,
 )
 from delta_connect_py.protocol.filenames import LogFile
-from delta_connect_py.spark_failures import caused_by, translate_server_error
+from delta_connect_py.spark_failures import (
+    caused_by,
+    raising_delta_errors,
+    translate_server_error,
+)
 from delta_connect_py.worker.log_files import (
     COMMIT_LINES_SCHEMA,
     CommitLinesRead,
@@ -372,7 +375,7 @@ def read_parquet(
     key = (session_key(spark), identity)
     schema = _footer_schemas.get(key)
     if schema is None:
-        with server_errors_translated(spark), _unreadable_footers_reported(paths):
+        with raising_delta_errors(spark), _unreadable_footers_reported(paths):
             schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
         if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
             _footer_schemas.pop(next(iter(_footer_schemas)))

@@ -145,12 +145,6 @@ def _config(spark: SparkSession, operation: Any) -> Any:
     return connect_session.client.config(operation)
 
 
-def server_errors_translated(spark: SparkSession | None = None) -> Any:
-    """Server failures we recognise, raised inside the block, raised as one-line DeltaErrors
-    (see :mod:`delta_connect_py.spark_failures`)."""
-    return raising_delta_errors(spark)
-
-
 def collect(df: DataFrame, reads_files: bool = True) -> list[Row]:
     """``df.collect()`` with server failures we recognise raised as DeltaErrors; a job that
     ``reads_files`` runs with ``LOG_READ_CONF`` (4 config requests around it), one that reads
