@@ -103,8 +103,14 @@ def main() -> int:
     parser.add_argument("--remote", default=os.environ.get("SPARK_REMOTE", "sc://127.0.0.1:15002"))
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--warmup", type=int, default=10, help="untimed runs of ours first")
+    parser.add_argument(
+        "--readers",
+        default=",".join(READERS),
+        help="comma-separated subset of " + ", ".join(READERS) + " (delta_rs is always run)",
+    )
     parser.add_argument("--child", choices=READERS)
     args = parser.parse_args()
+    readers = _chosen_readers(args.readers)
     if args.child:
         child(args.child, args.path, args.remote)
         return 0
@@ -113,10 +119,10 @@ def main() -> int:
     ]
     print(json.dumps({"warmup_seconds": [round(float(r["seconds"]), 2) for r, _ in warmup]}))  # type: ignore[arg-type]
     rounds = [
-        {reader: _measure_with_rss(reader, args.path, args.remote) for reader in READERS}
+        {reader: _measure_with_rss(reader, args.path, args.remote) for reader in readers}
         for _ in range(args.repeat)
     ]
-    for reader in READERS:
+    for reader in readers:
         runs = [measured[reader] for measured in rounds]
         seconds = [float(result["seconds"]) for result, _ in runs]  # type: ignore[arg-type]
         ratios = [
@@ -140,6 +146,15 @@ def main() -> int:
             flush=True,
         )
     return 0
+
+
+def _chosen_readers(spec: str) -> tuple[str, ...]:
+    """The readers named in ``spec``, in ``READERS`` order; delta-rs always (every ratio's base)."""
+    named = {name.strip() for name in spec.split(",") if name.strip()}
+    unknown = named - set(READERS)
+    if unknown:
+        raise SystemExit(f"unknown readers {sorted(unknown)}; choose from {', '.join(READERS)}")
+    return tuple(reader for reader in READERS if reader in named or reader == "delta_rs")
 
 
 def _measure_with_rss(reader: str, path: str, remote: str) -> tuple[dict[str, object], float]:
