@@ -6,9 +6,10 @@ free port, wait until it answers, and stop it when the client exits, also when t
 without running its exit handlers (a watchdog process). ``server/start-local.sh`` and the test
 suite start the very same server through ``python -m delta_connect_py.embedded``.
 
-Invariants: the server only ever binds the loopback address; its Python workers run
-``worker_python`` (default: this interpreter) through ``PYSPARK_PYTHON``, the only setting a
-Connect server's workers follow; a server that fails to start raises
+Invariants: the server only ever binds the loopback address; it is ready (``start`` returns)
+once its port is open and its driver program says it answers requests (``READY_LINE``); its
+Python workers run ``worker_python`` (default: this interpreter) through ``PYSPARK_PYTHON``, the
+only setting a Connect server's workers follow; a server that fails to start raises
 :class:`~delta_connect_py.errors.EmbeddedServerError` with the tail of its log, never hangs.
 Nothing here is needed when a remote server is used, and only this module and its driver
 program need full pyspark.
@@ -70,6 +71,9 @@ SERVER_CONF: dict[str, str] = {
 }
 
 START_TIMEOUT_SECONDS = 180.0
+#: The line the driver program prints once the server answers requests (``server_driver``'s
+#: ``READY_LINE``): its gRPC port opens seconds earlier.
+READY_LINE = "delta-connect-py server driver: session state built, ready"
 
 #: The watchdog, a separate small process: it waits on a pipe only the client holds open, and
 #: when the pipe closes (the client exited however it did: SIGKILL, a killed notebook kernel)
@@ -239,14 +243,20 @@ class EmbeddedServer:
                     message=f"The embedded Spark Connect server exited with code "
                     f"{self.process.returncode} while starting. Log tail:\n{self.log_tail()}"
                 )
-            if _port_open(self.port):
+            if self._driver_ready() and _port_open(self.port):
                 return
-            time.sleep(0.25)
+            time.sleep(0.1)
         self.stop()
         raise EmbeddedServerError(
             message=f"The embedded Spark Connect server did not open port {self.port} within "
             f"{START_TIMEOUT_SECONDS:.0f} s. Log tail:\n{self.log_tail()}"
         )
+
+    def _driver_ready(self) -> bool:
+        """Whether the driver program printed :data:`READY_LINE` to the server's log."""
+        if self.log_path is None or not self.log_path.exists():
+            return False
+        return READY_LINE.encode() in self.log_path.read_bytes()
 
     def serve(self, label: str) -> int:
         """Start, announce readiness, and run in the foreground until the server exits or

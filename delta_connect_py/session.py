@@ -3,8 +3,10 @@
 Responsibility: :func:`connect` returns a Spark Connect session (an explicit ``remote``, else
 ``SPARK_REMOTE``, else the embedded default server), and :func:`prepare_session` makes any
 Connect session ready for our plans: our worker code is shipped by value (the server never
-imports delta_connect_py), and once per session the server's Spark version is read and its
-Python version checked against ours.
+imports delta_connect_py), and once per session the server's Spark version is read (one request,
+no job). Neither runs a Spark job or starts a Python worker: on a server just started, the first
+job costs seconds (the JVM's class loading and JIT, the Python daemon's start), which
+``connect()`` leaves to the first call that needs them.
 
 Invariants: a session ``connect`` returns retries an unanswered request for at most its bound
 (``server_timeout``, else ``DELTA_CONNECT_SERVER_TIMEOUT``, else 30 s; pyspark's own retry policy
@@ -17,7 +19,11 @@ older than Spark 4.0 raises :class:`~delta_connect_py.errors.UnsupportedServerVe
 before any of our code runs on it; a server older than the client's Spark line gets the
 settings that client reads but the server does not define (``settings_for_server``) before any
 ``createDataFrame``; a client/server Python minor-version mismatch raises
-:class:`~delta_connect_py.errors.PythonVersionMismatchError` naming both versions; a session
+:class:`~delta_connect_py.errors.PythonVersionMismatchError` naming both versions at the first
+call that runs a job on the server's Python workers (a snapshot's listing: pyspark's worker
+compares its Python with the client's before it unpickles anything, and ``raising_delta_errors``,
+around every job of ours, translates its ``PYTHON_VERSION_MISMATCH``), not in ``connect``; a
+session
 ``connect`` created is released on the server when this process exits (sessions the caller made
 are the caller's), never delaying exit by more than ``RELEASE_TIMEOUT_SECONDS``.
 """
@@ -30,11 +36,8 @@ import logging
 import os
 import sys
 import threading
-import time
-from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyspark import __version__ as CLIENT_PYSPARK
 
 from delta_connect_py.arguments import shown
@@ -47,12 +50,10 @@ from delta_connect_py.connections import (
 )
 from delta_connect_py.errors import (
     InvalidArgumentError,
-    PythonVersionMismatchError,
     UnsupportedServerVersionError,
 )
 from delta_connect_py.pyspark_client import spark_line
 from delta_connect_py.spark_failures import raising_delta_errors, translate_server_error
-from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -222,45 +223,27 @@ def register_worker_code() -> None:
     cloudpickle.register_pickle_by_value(package)  # type: ignore[no-untyped-call]
 
 
-def _worker_python_version(_: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    import sys as worker_sys
-
-    version = f"{worker_sys.version_info.major}.{worker_sys.version_info.minor}"
-    yield pa.RecordBatch.from_pydict({"python": [version]})
-
-
 def prepare_session(spark: SparkSession) -> None:
-    """Ship our code by value, check the server's Spark version (applying the settings an
-    older server needs for this client) and its worker Python, once per session."""
+    """Ship our code by value and check the server's Spark version (applying the settings an
+    older server needs for this client), once per session: one request, no job.
+
+    The server's Python workers are not probed: the first job that runs on them checks their
+    Python against this client's (see the module's invariants).
+    """
     register_worker_code()
     session_id = session_key(spark)
     if session_id in _prepared_sessions:
         return
     with raising_delta_errors(spark):
-        # An analysis request, no job: read before the probe, which a Spark 3.5 server's worker
-        # fails to unpickle (a raw traceback instead of the versions).
+        # An analysis request, no job: read before any of our code reaches a worker, which a
+        # Spark 3.5 server's worker fails to unpickle (a raw traceback instead of the versions).
         server_version = spark.version
         settings = settings_for_server(server_version, CLIENT_PYSPARK)
         if settings:
             from delta_connect_py.plans.spark import set_conf
 
             set_conf(spark, settings)
-        logger.info(
-            "Spark Connect server runs Spark %s; checking its Python workers with a one-row "
-            "job (the first job on a just-started server takes tens of seconds)",
-            server_version,
-        )
-        started = time.monotonic()
-        probe = spark.range(0, 1, 1, 1)  # one partition: one probe row
-        rows = probe.mapInArrow(in_worker(_worker_python_version), "python string").collect()
-        logger.info(
-            "Python workers checked in %.1f s: Python %s",
-            time.monotonic() - started,
-            rows[0]["python"],
-        )
-    server_python = rows[0]["python"]
-    if server_python != CLIENT_PYTHON:
-        raise PythonVersionMismatchError(server_version=server_python, client_version=CLIENT_PYTHON)
+    logger.info("Spark Connect server runs Spark %s", server_version)
     _prepared_sessions.add(session_id)
 
 

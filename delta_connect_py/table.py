@@ -79,13 +79,14 @@ class DeltaTable(TableLog):
                 session's snapshot cache (the README's "The snapshot cache").
 
         Returns:
-            The table. The first call with a session checks the server once (its Spark version
-            and its Python workers' Python version).
+            The table. The first call with a session reads the server's Spark version once
+            (one request, no job); the workers' Python version is checked by the first job.
 
         Raises:
             DeltaError: ``DELTA_CONNECT_INVALID_ARGUMENT`` for a bad ``path`` (before the session
-                is touched); ``DELTA_CONNECT_UNSUPPORTED_SERVER_VERSION`` or
-                ``DELTA_CONNECT_PYTHON_VERSION_MISMATCH`` for a server this library cannot use.
+                is touched); ``DELTA_CONNECT_UNSUPPORTED_SERVER_VERSION`` for a server this
+                library cannot use (``DELTA_CONNECT_PYTHON_VERSION_MISMATCH`` comes from the
+                first call that runs a job, ``snapshot()`` and the like).
 
         Example:
             >>> dt = DeltaTable.for_path(connect(), "s3a://bucket/events")

@@ -5,6 +5,8 @@
   pyspark's default minutes of retries.
 - Restarts: a new server on the same port, and a second session after the first was stopped,
   serve every call (pyspark's active and default sessions are never relied on).
+- ``connect`` runs no job; a server whose Python workers run another Python minor version fails
+  the first call that runs a job on them with ``PythonVersionMismatchError`` naming both.
 - Spark failures (a cast, an unknown scheme, a read-only table directory) are one-line
   DeltaErrors with the original failure as ``cause`` and no chained trace, and a refused write
   leaves nothing behind in ``_delta_log``.
@@ -30,6 +32,7 @@ from delta_connect_py.errors import (
     CorruptLogFileError,
     DeltaError,
     InvalidArgumentError,
+    PythonVersionMismatchError,
     ServerFileNotFoundError,
     ServerFileSystemMissingError,
     ServerUnavailableError,
@@ -120,6 +123,52 @@ def own_servers() -> Iterator[list[EmbeddedServer]]:
                 session._drop(target, connected)
         for server in servers:
             server.stop()
+
+
+#: A worker Python that says it is Python 3.10 (pyspark's worker compares ``sys.version_info``
+#: with the client's version before it unpickles anything): this machine has one Python only.
+_OTHER_PYTHON_SITECUSTOMIZE = """
+import collections, sys
+sys.version_info = collections.namedtuple("version_info", "major minor micro releaselevel serial")(
+    3, 10, 0, "final", 0
+)
+"""
+
+
+def _worker_python_claiming_3_10(folder: Path) -> Path:
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(_OTHER_PYTHON_SITECUSTOMIZE)
+    wrapper = folder / "python"
+    wrapper.write_text(
+        f'#!/bin/sh\nPYTHONPATH="{folder}${{PYTHONPATH:+:$PYTHONPATH}}" '
+        f'exec "{_worker_python()}" "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.embedded
+def test_a_worker_python_of_another_minor_version_fails_the_first_job_not_connect(
+    tmp_path: Path,
+) -> None:
+    worker = _worker_python_claiming_3_10(tmp_path / "other-python")
+    server = EmbeddedServer(worker_python=str(worker)).start()
+    try:
+        spark = connect(server.remote)  # no job: the workers are not asked yet
+        table = DeltaTable.for_path(spark, str(_sample_copy(tmp_path)))
+        with pytest.raises(PythonVersionMismatchError) as raised:
+            table.snapshot()  # its listing is the first job on the workers
+        assert raised.value.message_parameters == {
+            "server_version": "3.10",
+            "client_version": session.CLIENT_PYTHON,
+        }
+        assert "PYSPARK_PYTHON" in str(raised.value)
+        _one_line_error(raised.value)
+    finally:
+        for target, connected in list(session._sessions.items()):
+            if target == server.remote:
+                session._drop(target, connected)
+        server.stop()
 
 
 @pytest.mark.embedded

@@ -26,8 +26,8 @@ from delta_connect_py.session import (
     CLIENT_PYSPARK,
     CLIENT_PYTHON,
     LOCAL_RELATION_CHUNK_CONF,
-    _worker_python_version,
 )
+from delta_connect_py.worker.archives import in_worker
 
 # Functions defined here run on the server's workers, which cannot import this test module.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # type: ignore[no-untyped-call]
@@ -50,8 +50,20 @@ def _probe_worker(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]
     )
 
 
+def _worker_python_version(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    import sys as worker_sys
+
+    for _ in batches:
+        pass
+    version = f"{worker_sys.version_info.major}.{worker_sys.version_info.minor}"
+    yield pa.RecordBatch.from_pydict({"python": [version]})
+
+
 def test_package_worker_code_runs_by_value(spark: Any) -> None:
-    rows = spark.range(1, numPartitions=1).mapInArrow(_worker_python_version, "python string")
+    """``in_worker``'s wrapper, a function of the package, runs on a worker that cannot import
+    the package: it was pickled by value."""
+    frame = spark.range(1, numPartitions=1)
+    rows = frame.mapInArrow(in_worker(_worker_python_version), "python string")
     assert [row["python"] for row in rows.collect()] == [CLIENT_PYTHON]
 
 

@@ -75,3 +75,10 @@ def test_command_binds_loopback_with_the_server_conf(tmp_path: Path) -> None:
     }
     assert command[-1] == str(embedded.DRIVER_PROGRAM)
     assert embedded.DRIVER_PROGRAM.is_file()
+
+
+def test_the_launcher_waits_for_the_line_its_driver_program_prints() -> None:
+    """The driver program imports nothing of ours, so the ready line is written twice."""
+    source = embedded.DRIVER_PROGRAM.read_text()
+    assert f'READY_LINE = "{embedded.READY_LINE}"' in source
+    assert "print(READY_LINE, flush=True)" in source
