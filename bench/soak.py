@@ -4,11 +4,17 @@ A delta-rs writer thread appends, deletes, compacts and now and then checkpoints
 for as long as the reader runs; the reader takes a snapshot and then ``--updates`` times calls
 ``update()`` and reads the new snapshot's computedState, as a poller would. Every
 ``--check-every`` updates the files of our snapshot must equal a fresh delta-rs read of the same
-version. Every ``--sample-every`` updates it samples the server: the JVM's resident memory, its
-heap after a full GC (``jcmd GC.class_histogram`` forces one; ``jstat -gc`` then reads the used
-heap), the cached relations alive there (``LocalCheckpointRDD`` objects: each cached state is
-one), and the server's Python worker processes. Prints one JSON line: the figures, and the mean
-of each sample over the first and the last 100 updates (a leak shows as growth between them).
+version. Every ``--sample-every`` updates it samples the server: the JVM's resident memory,
+split into the Java heap's resident pages and the rest (``/proc/<pid>/smaps``), the live heap
+and the cached relations alive there (``jcmd GC.class_histogram``, after the full GC it runs:
+the bytes of all objects, and the ``LocalCheckpointRDD`` objects, one per cached state), the
+server's Python worker processes, and the committed memory of each Native Memory Tracking
+category (when the JVM tracks it). Prints one JSON line: the figures, and the mean of each over
+the first and the last 100 updates (a leak shows as growth between them); with ``progress``,
+one JSON line a sample as it goes.
+
+The bench runs until it has made its ``--updates``: a loaded machine makes it slower, not
+shorter (``--max-seconds`` is a safety bound only; ``stopped_by`` says which ended it).
 
 The server is found by the port of ``--remote`` (a JVM whose command line binds it: a server
 on this machine). Without ``--remote`` the bench starts its own server (``--driver-memory``)
@@ -104,8 +110,17 @@ def _java_tool(name: str) -> str:
     return str(Path(find_java()).resolve().parent / name)
 
 
-def cached_relations(jvm: int) -> int:
-    """Live ``LocalCheckpointRDD`` objects (the class histogram runs a full GC first)."""
+@dataclass(frozen=True)
+class Histogram:
+    """What ``jcmd GC.class_histogram`` reports, after the full GC it runs first."""
+
+    #: Live ``LocalCheckpointRDD`` objects: the cached states.
+    cached_relations: int
+    #: The bytes of all live objects (its "Total" line): the live heap, in MB.
+    live_heap_mb: float
+
+
+def class_histogram(jvm: int) -> Histogram:
     histogram = subprocess.run(
         [_java_tool("jcmd"), str(jvm), "GC.class_histogram"],
         capture_output=True,
@@ -113,22 +128,14 @@ def cached_relations(jvm: int) -> int:
         check=True,
         timeout=120,
     ).stdout
+    cached, live_bytes = 0, 0
     for line in histogram.splitlines():
         fields = line.split()
         if len(fields) == 4 and fields[3] == CACHED_RELATION_CLASS:
-            return int(fields[1])
-    return 0
-
-
-def heap_used_mb(jvm: int) -> float:
-    """The used heap (survivor, eden, old generation) from ``jstat -gc``."""
-    output = subprocess.run(
-        [_java_tool("jstat"), "-gc", str(jvm)], capture_output=True, text=True, check=True
-    ).stdout.split("\n")
-    header, values = output[0].split(), output[1].split()
-    row = dict(zip(header, values, strict=False))
-    used_kb = sum(float(row[key]) for key in ("S0U", "S1U", "EU", "OU") if key in row)
-    return used_kb / 1024
+            cached = int(fields[1])
+        elif len(fields) == 3 and fields[0] == "Total":
+            live_bytes = int(fields[2])
+    return Histogram(cached, live_bytes / 2**20)
 
 
 def _jcmd(jvm: int, command: str) -> str:
@@ -182,7 +189,7 @@ def native_memory_mb(jvm: int) -> dict[str, float]:
 class Sample:
     update: int
     rss_mb: float
-    heap_mb: float
+    live_heap_mb: float
     cached_relations: int
     python_workers: int
     #: The resident pages of the Java heap's mappings, and the rest of the resident memory.
@@ -192,9 +199,11 @@ class Sample:
 
 
 def sample(jvm: int, update: int, heap: tuple[int, int] | None = None) -> Sample:
-    cached = cached_relations(jvm)  # first: its full GC makes the heap figure the live heap
+    histogram = class_histogram(jvm)
     rss = rss_mb(jvm)
-    taken = Sample(update, rss, heap_used_mb(jvm), cached, python_workers(jvm))
+    taken = Sample(
+        update, rss, histogram.live_heap_mb, histogram.cached_relations, python_workers(jvm)
+    )
     if heap is not None:
         taken.heap_resident_mb = heap_resident_mb(jvm, heap)
         taken.non_heap_rss_mb = rss - taken.heap_resident_mb
@@ -281,7 +290,7 @@ class SoakResult:
         and the change between them in percent."""
         last_start = max(self.updates - WINDOW, 0)
         figures: dict[str, list[tuple[float, float]]] = {}
-        for name in ("rss_mb", "heap_mb", "cached_relations", "python_workers"):
+        for name in ("rss_mb", "live_heap_mb", "cached_relations", "python_workers"):
             figures[name] = [(s.update, getattr(s, name)) for s in self.samples]
         for name in ("heap_resident_mb", "non_heap_rss_mb"):
             if all(getattr(s, name) is not None for s in self.samples):

@@ -242,21 +242,32 @@ class Interleaving:
     seed: int
     ours: tuple[str, ...]
     trace: list[str]
+    #: The longest wait for our operations to reach their next points (seconds).
+    slowest_settle_s: float
 
 
 def interleave(
-    rng: random.Random, actors: list[Actor], steps: list[tuple[str, Callable[[], None]]]
+    rng: random.Random,
+    actors: list[Actor],
+    steps: list[tuple[str, Callable[[], None]]],
+    settle_waits: list[float],
 ) -> list[str]:
-    """Run ``actors`` and ``steps`` in a seeded order; the trace of what ran when."""
+    """Run ``actors`` and ``steps`` in a seeded order; the trace of what ran when. Each wait for
+    our operations to reach their next points is added to ``settle_waits`` (seconds): the
+    slowest tells a slow machine (near ``SETTLE_TIMEOUT_S``) from a hang."""
     trace: list[str] = []
     for actor in actors:
         actor.thread.start()
     while True:
-        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        started = time.monotonic()
         while not all(actor.settled() for actor in actors):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"an operation of ours never reached a point: {trace}")
+            if time.monotonic() - started > SETTLE_TIMEOUT_S:
+                running = [actor.name for actor in actors if not actor.settled()]
+                raise AssertionError(
+                    f"{running} never reached a point in {SETTLE_TIMEOUT_S} s: {trace}"
+                )
             time.sleep(0.002)
+        settle_waits.append(time.monotonic() - started)
         waiting = [actor for actor in actors if not actor.done.is_set()]
         choices: list[Any] = [*waiting, *(["step"] if steps else [])]
         if not choices:
@@ -288,8 +299,9 @@ def run_interleaving(
     ]
     kinds = [rng.choice(OTHER_STEPS) for _ in range(rng.randint(2, 5))]
     steps = [(kind, delta_rs_step(kind, model, rng)) for kind in kinds]
+    settle_waits: list[float] = []
     try:
-        trace = interleave(rng, actors, steps)
+        trace = interleave(rng, actors, steps, settle_waits)
     except AssertionError as exc:
         log = model.log
         raise AssertionError(f"{exc}; log: {sorted(os.listdir(log))}") from exc
@@ -298,7 +310,7 @@ def run_interleaving(
     for actor in actors:
         if actor.error is not None:
             raise AssertionError(f"{actor.name} failed after {trace}") from actor.error
-    return model, Interleaving(seed, ours, trace)
+    return model, Interleaving(seed, ours, trace, round(max(settle_waits), 2))
 
 
 def release_all(actors: list[Actor]) -> None:
@@ -421,6 +433,7 @@ def test_interleaving(
     spark: Any, template: Model, tmp_path: Path, pausing: None, seed: int
 ) -> None:
     model, interleaving = run_interleaving(spark, template, tmp_path, seed)
+    print(f"seed {seed}: slowest wait for our operations {interleaving.slowest_settle_s} s")
     try:
         check_table(spark, model)
     except AssertionError as exc:
