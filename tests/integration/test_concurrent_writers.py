@@ -242,8 +242,8 @@ class Interleaving:
     seed: int
     ours: tuple[str, ...]
     trace: list[str]
-    #: The longest wait for our operations to reach their next points (seconds).
-    slowest_settle_s: float
+    #: The longest wait for our operations to reach their next points, and after what.
+    slowest_settle: str
 
 
 def interleave(
@@ -310,7 +310,14 @@ def run_interleaving(
     for actor in actors:
         if actor.error is not None:
             raise AssertionError(f"{actor.name} failed after {trace}") from actor.error
-    return model, Interleaving(seed, ours, trace, round(max(settle_waits), 2))
+    return model, Interleaving(seed, ours, trace, slowest_settle(settle_waits, trace))
+
+
+def slowest_settle(settle_waits: list[float], trace: list[str]) -> str:
+    """The longest wait and what was let go on before it (the first wait follows the start)."""
+    index = max(range(len(settle_waits)), key=settle_waits.__getitem__)
+    after = trace[index - 1] if index > 0 else "the start"
+    return f"{settle_waits[index]:.1f} s after {after}"
 
 
 def release_all(actors: list[Actor]) -> None:
@@ -433,7 +440,7 @@ def test_interleaving(
     spark: Any, template: Model, tmp_path: Path, pausing: None, seed: int
 ) -> None:
     model, interleaving = run_interleaving(spark, template, tmp_path, seed)
-    print(f"seed {seed}: slowest wait for our operations {interleaving.slowest_settle_s} s")
+    print(f"\nseed {seed}: the slowest wait for our operations: {interleaving.slowest_settle}")
     try:
         check_table(spark, model)
     except AssertionError as exc:
