@@ -198,7 +198,9 @@ class Sample:
     native_memory_mb: dict[str, float] = field(default_factory=dict)
 
 
-def sample(jvm: int, update: int, heap: tuple[int, int] | None = None) -> Sample:
+def sample(
+    jvm: int, update: int, heap: tuple[int, int] | None = None, native: bool = False
+) -> Sample:
     histogram = class_histogram(jvm)
     rss = rss_mb(jvm)
     taken = Sample(
@@ -207,7 +209,7 @@ def sample(jvm: int, update: int, heap: tuple[int, int] | None = None) -> Sample
     if heap is not None:
         taken.heap_resident_mb = heap_resident_mb(jvm, heap)
         taken.non_heap_rss_mb = rss - taken.heap_resident_mb
-    taken.native_memory_mb = native_memory_mb(jvm)
+    taken.native_memory_mb = native_memory_mb(jvm) if native else {}
     return taken
 
 
@@ -337,6 +339,7 @@ def soak(
         new_versions = fresh = checks = done = 0
         stopped_by = "updates"
         heap = heap_range(jvm) if jvm is not None else None
+        native = jvm is not None and bool(native_memory_mb(jvm))  # tracked at all
         try:
             for update in range(1, updates + 1):
                 if max_seconds is not None and time.perf_counter() - started > max_seconds:
@@ -356,7 +359,7 @@ def soak(
                     if ours != delta_rs_files(root, snapshot.version):
                         mismatches.append(snapshot.version)
                 if jvm is not None and (update % sample_every == 0 or update == 1 or last):
-                    samples.append(sample(jvm, update, heap))
+                    samples.append(sample(jvm, update, heap, native))
                     if progress is not None:  # a long run's log, one line a sample
                         elapsed = round(time.perf_counter() - started)
                         print(json.dumps({"s": elapsed, **asdict(samples[-1])}), file=progress)
