@@ -55,7 +55,7 @@ DAY_S = 86_400
 RETENTION = {"delta.logRetentionDuration": "interval 1 days"}
 #: Longest wait for our operations to reach their next point (a hung test fails instead).
 #: The heaviest interleavings wait up to about 20 s at a load of 10-15 on 2 cores (seed 135,
-#: two multi-part checkpoints starting together: 7-19 s); 300 s was once exceeded at a load of
+#: two multi-part checkpoints starting together: 4-19 s); 300 s was once exceeded at a load of
 #: 40. Shorter than a paused worker's wait for its go-ahead (``pauses.GO_AHEAD_TIMEOUT_S``).
 SETTLE_TIMEOUT_S = 600.0
 
