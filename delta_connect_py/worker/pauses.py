@@ -19,9 +19,14 @@ import time
 
 #: How often a paused worker looks for its go-ahead.
 POLL_S = 0.005
+#: How long a point waits for its go-ahead: longer than the concurrency test waits for an
+#: operation to reach its next point (``SETTLE_TIMEOUT_S``, 600 s), since an operation paused
+#: early waits while the test waits for the others; a hang then fails there, as a hang, and not
+#: here as a paused operation given up on a machine under heavy load.
+GO_AHEAD_TIMEOUT_S = 900.0
 
 
-def pause_at(folder: str | None, point: str, timeout_s: float = 300.0) -> None:
+def pause_at(folder: str | None, point: str, timeout_s: float = GO_AHEAD_TIMEOUT_S) -> None:
     """Announce ``point`` in ``folder`` and wait for the go-ahead (no-op without a folder)."""
     if folder is None:
         return

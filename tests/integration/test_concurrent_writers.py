@@ -54,7 +54,10 @@ DAY_S = 86_400
 #: Log files older than this are expired (both cleaners read it from the table).
 RETENTION = {"delta.logRetentionDuration": "interval 1 days"}
 #: Longest wait for our operations to reach their next point (a hung test fails instead).
-SETTLE_TIMEOUT_S = 300.0
+#: The heaviest interleavings wait up to about 20 s at a load of 10-15 on 2 cores (seed 135,
+#: two multi-part checkpoints starting together: 4-19 s); 300 s was once exceeded at a load of
+#: 40. Shorter than a paused worker's wait for its go-ahead (``pauses.GO_AHEAD_TIMEOUT_S``).
+SETTLE_TIMEOUT_S = 600.0
 
 # --- Pauses: which operation of ours the current thread runs --------------------------------
 
@@ -242,21 +245,32 @@ class Interleaving:
     seed: int
     ours: tuple[str, ...]
     trace: list[str]
+    #: The longest wait for our operations to reach their next points, and after what.
+    slowest_settle: str
 
 
 def interleave(
-    rng: random.Random, actors: list[Actor], steps: list[tuple[str, Callable[[], None]]]
+    rng: random.Random,
+    actors: list[Actor],
+    steps: list[tuple[str, Callable[[], None]]],
+    settle_waits: list[float],
 ) -> list[str]:
-    """Run ``actors`` and ``steps`` in a seeded order; the trace of what ran when."""
+    """Run ``actors`` and ``steps`` in a seeded order; the trace of what ran when. Each wait for
+    our operations to reach their next points is added to ``settle_waits`` (seconds): the
+    slowest tells a slow machine (near ``SETTLE_TIMEOUT_S``) from a hang."""
     trace: list[str] = []
     for actor in actors:
         actor.thread.start()
     while True:
-        deadline = time.monotonic() + SETTLE_TIMEOUT_S
+        started = time.monotonic()
         while not all(actor.settled() for actor in actors):
-            if time.monotonic() > deadline:
-                raise AssertionError(f"an operation of ours never reached a point: {trace}")
+            if time.monotonic() - started > SETTLE_TIMEOUT_S:
+                running = [actor.name for actor in actors if not actor.settled()]
+                raise AssertionError(
+                    f"{running} never reached a point in {SETTLE_TIMEOUT_S} s: {trace}"
+                )
             time.sleep(0.002)
+        settle_waits.append(time.monotonic() - started)
         waiting = [actor for actor in actors if not actor.done.is_set()]
         choices: list[Any] = [*waiting, *(["step"] if steps else [])]
         if not choices:
@@ -288,8 +302,9 @@ def run_interleaving(
     ]
     kinds = [rng.choice(OTHER_STEPS) for _ in range(rng.randint(2, 5))]
     steps = [(kind, delta_rs_step(kind, model, rng)) for kind in kinds]
+    settle_waits: list[float] = []
     try:
-        trace = interleave(rng, actors, steps)
+        trace = interleave(rng, actors, steps, settle_waits)
     except AssertionError as exc:
         log = model.log
         raise AssertionError(f"{exc}; log: {sorted(os.listdir(log))}") from exc
@@ -298,7 +313,14 @@ def run_interleaving(
     for actor in actors:
         if actor.error is not None:
             raise AssertionError(f"{actor.name} failed after {trace}") from actor.error
-    return model, Interleaving(seed, ours, trace)
+    return model, Interleaving(seed, ours, trace, slowest_settle(settle_waits, trace))
+
+
+def slowest_settle(settle_waits: list[float], trace: list[str]) -> str:
+    """The longest wait and what was let go on before it (the first wait follows the start)."""
+    index = max(range(len(settle_waits)), key=settle_waits.__getitem__)
+    after = trace[index - 1] if index > 0 else "the start"
+    return f"{settle_waits[index]:.1f} s after {after}"
 
 
 def release_all(actors: list[Actor]) -> None:
@@ -421,6 +443,7 @@ def test_interleaving(
     spark: Any, template: Model, tmp_path: Path, pausing: None, seed: int
 ) -> None:
     model, interleaving = run_interleaving(spark, template, tmp_path, seed)
+    print(f"\nseed {seed}: the slowest wait for our operations: {interleaving.slowest_settle}")
     try:
         check_table(spark, model)
     except AssertionError as exc:

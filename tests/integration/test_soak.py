@@ -6,6 +6,7 @@ and neither the cached relations on the server nor its Python workers grow with 
 from __future__ import annotations
 
 import importlib.util
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -38,11 +39,14 @@ def test_short_soak(spark: Any, spark_remote: str) -> None:
     assert result.mismatches == []
     assert result.checks >= UPDATES // 10
     assert result.new_versions >= UPDATES // 4, "the writer hardly committed: nothing was soaked"
-    third = len(result.samples) // 3
-    first, last = result.samples[:third], result.samples[-third:]
-    # A leak grows by about one per update (one state, one worker): 40 updates apart, a slack
-    # of 2 is noise (a worker forked for a concurrent task, a release still in flight).
+    # The first samples see a fresh server filling its cache (3 -> 10 cached states over the
+    # first 10 updates); after it, the counts vary by a few either way (7-13 in the 1,050-update
+    # run) without a trend. A leak grows by about one per update (one state, one worker): the
+    # means of the two halves of the warm samples, 25 updates apart, would differ by ~25.
+    warm = [s for s in result.samples if s.update > 10]
+    half = len(warm) // 2
+    early, late = warm[:half], warm[half:]
     for figure in ("cached_relations", "python_workers"):
-        early = max(getattr(s, figure) for s in first)
-        late = [getattr(s, figure) for s in last]
-        assert max(late) <= early + 2, (figure, [getattr(s, figure) for s in result.samples])
+        early_mean = statistics.fmean(getattr(s, figure) for s in early)
+        late_mean = statistics.fmean(getattr(s, figure) for s in late)
+        assert late_mean <= early_mean + 2, (figure, [getattr(s, figure) for s in result.samples])
