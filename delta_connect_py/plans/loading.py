@@ -8,9 +8,11 @@ from ``_metadata.file_path``), which the replay checks lies in this table's ``_d
 
 Invariants: commits are read with an explicit schema in FAILFAST mode (a malformed line fails
 the load, it is never silently dropped; ``malformed_commits_reported`` then names the file and
-the line as ``DELTA_CORRUPT_LOG_FILE``); checkpoint parquet is read with its own footer schema
-and conformed field by field, so absent fields become null and ``stats_parsed``-only checkpoints
-still yield ``add.stats`` (as JSON, like delta-spark's ``add_stats_to_use``).
+the line as ``DELTA_CORRUPT_LOG_FILE``); a V2 checkpoint in JSON form has every line checked
+the same way (once per file content) before Spark's JSON source reads it; checkpoint parquet
+is read with its own footer schema and conformed field by field, so absent fields become null
+and ``stats_parsed``-only checkpoints still yield ``add.stats`` (as JSON, like delta-spark's
+``add_stats_to_use``).
 """
 
 from __future__ import annotations
@@ -83,6 +85,33 @@ class CheckpointFrames:
 
     frames: tuple[DataFrame, ...]
     version: int
+    #: What the frames were read from (paths, sizes, modification times): their content.
+    identity: tuple[object, ...] = ()
+
+    def check_readable(self) -> None:
+        """Read every column of every row once (one job, the first time a session asks for
+        these files): a damaged page of a column no query of ours has read yet (the state
+        rows read the checkpoint lazily) is ``DELTA_CORRUPT_LOG_FILE`` here, which Spark's
+        failure names the file of, rather than a raw Spark error at a caller's first action
+        on the rows. Spark decodes a column's pages only when a query uses the column."""
+        if not self.frames:
+            return
+        spark = self.frames[0].sparkSession
+        key = (session_key(spark), self.identity)
+        if self.identity and key in _readable_checkpoints:
+            return
+        every_column = [
+            frame.select(
+                F.max(F.length(F.to_json(F.struct(*[F.col(c) for c in frame.columns])))).alias(
+                    "longest"
+                )
+            )
+            for frame in self.frames
+        ]
+        collect(union_all(every_column))
+        if len(_readable_checkpoints) >= MAX_FOOTER_SCHEMAS:
+            _readable_checkpoints.pop(next(iter(_readable_checkpoints)))
+        _readable_checkpoints[key] = None
 
     def non_file_rows(self) -> DataFrame:
         """Rows holding neither an add nor a remove path, conformed to the state columns and
@@ -99,6 +128,10 @@ class CheckpointFrames:
                 for frame in self.frames
             ]
         )
+
+
+#: Checkpoints ``CheckpointFrames.check_readable`` read in full, per session.
+_readable_checkpoints: dict[tuple[str, tuple[object, ...]], None] = {}
 
 
 @dataclass(frozen=True)
@@ -348,10 +381,49 @@ def commit_actions(
 def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     """The raw rows of checkpoint files (parquet with their own schema, or V2 JSON)."""
     escaped = [escape_glob(f.path) for f in files]
-    if files[0].name.endswith(".json"):
-        return spark.read.schema(COMMIT_SPARK_SCHEMA).option("mode", "FAILFAST").json(escaped)
     identity = tuple((f.path, f.size, f.modification_time) for f in files)
+    if files[0].name.endswith(".json"):
+        _check_json_checkpoint_lines(spark, files, identity)
+        return spark.read.schema(COMMIT_SPARK_SCHEMA).option("mode", "FAILFAST").json(escaped)
     return read_parquet(spark, escaped, identity)
+
+
+#: How many JSON checkpoints ``_check_json_checkpoint_lines`` remembers as checked.
+MAX_CHECKED_JSON_CHECKPOINTS = 64
+_checked_json_checkpoints: dict[tuple[str, tuple[object, ...]], None] = {}
+
+
+def _check_json_checkpoint_lines(
+    spark: SparkSession, files: Sequence[LogFile], identity: tuple[object, ...]
+) -> None:
+    """Every line of a V2 checkpoint in JSON form checked as a commit's lines are
+    (``action_lines``, FAILFAST parse): ``DELTA_CORRUPT_LOG_FILE`` naming the file, its
+    version and the line, which ``TableLog.loaded_segment`` reads around like any unreadable
+    checkpoint (an earlier checkpoint, else the commits).
+
+    One job, the first time a session reads these files (``identity``: paths, sizes and
+    modification times; a checkpoint is written once). The checkpoint's readers then use
+    Spark's JSON source, the same parser, whose own failure would name no line and whose
+    leniencies (text after an object, a number read as a path) would pass damage on; the
+    check cannot ride on their rows as it does on commits' (they filter rows before using
+    ``version``, and tag rows with the checkpoint's version instead).
+    """
+    key = (session_key(spark), identity)
+    if key in _checked_json_checkpoints:
+        return
+    source = F.col("_metadata.file_path")
+    lines = load_log_files(spark.read.format("text"), files).select(
+        F.lit(files[0].version).cast("long").alias(VERSION_COLUMN),
+        source.alias(FILE_COLUMN),
+        "value",
+    )
+    checked = parse_lines(lines, COMMIT_SPARK_SCHEMA).agg(F.max(VERSION_COLUMN))
+    log_dir = files[0].path.rsplit("/", 1)[0]
+    with malformed_commits_reported(spark, files, log_dir, COMMIT_SPARK_SCHEMA):
+        collect(checked)
+    if len(_checked_json_checkpoints) >= MAX_CHECKED_JSON_CHECKPOINTS:
+        _checked_json_checkpoints.pop(next(iter(_checked_json_checkpoints)))
+    _checked_json_checkpoints[key] = None
 
 
 #: How many footer schemas ``read_parquet`` keeps.
@@ -514,8 +586,11 @@ def checkpoint_frames(
         with _missing_sidecar_reported(checkpoint.files[0].path, log_dir):
             frames.append(read_parquet(spark, escaped, tuple(sidecars)))
     size = sum(f.size for f in checkpoint.files)
+    identity = (*((f.path, f.size, f.modification_time) for f in checkpoint.files), *sidecars)
     return CheckpointFrames(
-        tuple(with_file_action_columns(frame) for frame in frames), checkpoint.version
+        tuple(with_file_action_columns(frame) for frame in frames),
+        checkpoint.version,
+        identity,
     ), size
 
 
