@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -110,7 +110,7 @@ class CheckpointFrames:
         ]
         collect(union_all(every_column))
         if len(_readable_checkpoints) >= MAX_FOOTER_SCHEMAS:
-            _readable_checkpoints.pop(next(iter(_readable_checkpoints)))
+            _evict_oldest(_readable_checkpoints)
         _readable_checkpoints[key] = None
 
     def non_file_rows(self) -> DataFrame:
@@ -128,6 +128,12 @@ class CheckpointFrames:
                 for frame in self.frames
             ]
         )
+
+
+def _evict_oldest(cache: dict[Any, Any]) -> None:
+    """Drop the oldest entry of one of this module's caches (whichever thread gets there)."""
+    for key in list(cache)[:1]:
+        cache.pop(key, None)
 
 
 #: Checkpoints ``CheckpointFrames.check_readable`` read in full, per session.
@@ -246,7 +252,7 @@ def commit_lines(
     if keep_for_replay and sum(f.size for f in files) <= MAX_KEPT_COMMIT_BYTES:
         lines = materialize(_spark_commit_lines(spark, files))
         if len(_kept_commit_lines) >= MAX_KEPT_COMMIT_LINES:
-            _kept_commit_lines.pop(next(iter(_kept_commit_lines)))
+            _evict_oldest(_kept_commit_lines)
         _kept_commit_lines[_commit_lines_key(spark, files)] = lines
         return lines
     return _spark_commit_lines(spark, files)
@@ -422,7 +428,7 @@ def _check_json_checkpoint_lines(
     with malformed_commits_reported(spark, files, log_dir, COMMIT_SPARK_SCHEMA):
         collect(checked)
     if len(_checked_json_checkpoints) >= MAX_CHECKED_JSON_CHECKPOINTS:
-        _checked_json_checkpoints.pop(next(iter(_checked_json_checkpoints)))
+        _evict_oldest(_checked_json_checkpoints)
     _checked_json_checkpoints[key] = None
 
 
@@ -450,7 +456,7 @@ def read_parquet(
         with raising_delta_errors(spark), _unreadable_footers_reported(paths):
             schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
         if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
-            _footer_schemas.pop(next(iter(_footer_schemas)))
+            _evict_oldest(_footer_schemas)
         _footer_schemas[key] = schema
     return spark.read.schema(schema).parquet(*paths)
 
