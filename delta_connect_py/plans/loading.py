@@ -102,9 +102,9 @@ class CheckpointFrames:
             return
         every_column = [
             frame.select(
-                F.max(F.length(F.to_json(F.struct(*[F.col(c) for c in frame.columns])))).alias(
-                    "longest"
-                )
+                F.max(
+                    F.length(F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns])))
+                ).alias("longest")
             )
             for frame in self.frames
         ]
