@@ -394,6 +394,28 @@ def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> Data
     return read_parquet(spark, escaped, identity)
 
 
+#: File actions whose ``path`` a checkpoint's parquet schema must have when it has the action.
+_PATHED_ACTIONS = ("add", "remove")
+
+
+def _check_file_paths_in_schema(schema: StructType, paths: Sequence[str]) -> None:
+    """``DELTA_CORRUPT_LOG_FILE`` when the footers' ``schema`` of checkpoint (or sidecar)
+    ``paths`` has an ``add`` or ``remove`` column without a ``path`` field (a damaged footer
+    renamed it): every reader of the rows would fail on it with Spark's ``FIELD_NOT_FOUND``,
+    which the protocol-and-metadata read would not read around."""
+    columns = struct_fields(schema)
+    for action in _PATHED_ACTIONS:
+        fields = columns.get(action)
+        if isinstance(fields, StructType) and "path" not in fields.fieldNames():
+            log_dir = paths[0].rsplit("/_delta_log/", 1)[0] + "/_delta_log"
+            raise CorruptLogFileError(
+                file=paths[0],
+                path=log_dir,
+                reason=f"its parquet schema's {action} column has no path field "
+                f"(fields: {', '.join(fields.fieldNames())[:200]})",
+            )
+
+
 #: How many JSON checkpoints ``_check_json_checkpoint_lines`` remembers as checked.
 MAX_CHECKED_JSON_CHECKPOINTS = 64
 _checked_json_checkpoints: dict[tuple[str, tuple[object, ...]], None] = {}
@@ -455,6 +477,7 @@ def read_parquet(
     if schema is None:
         with raising_delta_errors(spark), _unreadable_footers_reported(paths):
             schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
+        _check_file_paths_in_schema(schema, paths)
         if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
             _evict_oldest(_footer_schemas)
         _footer_schemas[key] = schema

@@ -14,6 +14,7 @@ change data feed would read that does not exist (a damaged path) is
 
 from __future__ import annotations
 
+import random
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +28,7 @@ from delta_connect_py import DeltaTable
 from delta_connect_py.errors import CorruptLogFileError, DeltaError, FileReferencedNotFoundError
 from delta_connect_py.plans.loading import MAX_FILES_FOR_JSON_SOURCE
 from tests.conftest import CONFORMANCE
+from tests.fuzz import damaged_logs as fuzz
 
 LONG_COMMITS = MAX_FILES_FOR_JSON_SOURCE + 8
 DAMAGED_VERSION = 12
@@ -222,3 +224,20 @@ def test_change_data_of_a_damaged_path_is_a_missing_file(spark: Any, tmp_path: P
     commit.write_text(text.replace(path, damaged))
     with pytest.raises(FileReferencedNotFoundError, match="snappy,parquet"):
         DeltaTable.for_path(spark, str(table)).load_cdf(0).count()
+
+
+def test_checkpoint_whose_footer_lost_a_path_field_is_read_around(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The fuzzer's seed 528: bits flipped in the checkpoint's footer rename ``remove.path``
+    to ``pith``; the checkpoint is unreadable (an earlier one, or the commits, rebuild the
+    version), never Spark's ``FIELD_NOT_FOUND``."""
+    rng = random.Random(528)
+    name = rng.choice(fuzz.TABLES)
+    assert name == "golden/checkpoint"
+    source = CONFORMANCE / name / "delta"
+    expected = _live_files(DeltaTable.for_path(spark, str(source)).snapshot())
+    table = tmp_path / "table"
+    shutil.copytree(source, table)
+    assert "checkpoint" in fuzz.damage(table, rng, [table])
+    assert _live_files(DeltaTable.for_path(spark, str(table)).snapshot()) == expected
