@@ -439,10 +439,7 @@ def _read_parquet(snapshot: SnapshotView, files: Sequence[DataFile]) -> DataFram
         spark, _data_fields(snapshot), snapshot.metadata.configuration
     )
     frame = spark.read.schema(read_schema).parquet(*[escape_glob(f.location) for f in files])
-    try:
-        frame.schema  # noqa: B018 - analysis checks every path exists
-    except Exception as exc:
-        raise caused_by(_missing_file_error(exc, snapshot, files), exc) from None
+    frame = with_data_files_found(frame, snapshot.table.table_root, [f.location for f in files])
     return frame.select(
         "*",
         file_key_column(F.col("_metadata.file_path")).alias(FILE_KEY),
@@ -450,19 +447,29 @@ def _read_parquet(snapshot: SnapshotView, files: Sequence[DataFile]) -> DataFram
     )
 
 
-def _missing_file_error(
-    exc: Exception, snapshot: SnapshotView, files: Sequence[DataFile]
-) -> Exception:
+def with_data_files_found(frame: DataFrame, table_root: str, locations: Sequence[str]) -> DataFrame:
+    """``frame``, a parquet read of the data files at ``locations``, analyzed now (one
+    analysis request): a file the log names that does not exist is
+    ``DELTA_FILE_NOT_FOUND_DETAILED`` naming it and the table, here, rather than Spark's
+    ``PATH_NOT_FOUND`` at the caller's first action on the lazy result."""
+    try:
+        frame.schema  # noqa: B018 - analysis checks every path exists
+    except Exception as exc:
+        raise caused_by(_missing_file_error(exc, table_root, locations), exc) from None
+    return frame
+
+
+def _missing_file_error(exc: Exception, table_root: str, locations: Sequence[str]) -> Exception:
     text = str(exc)
     if "PATH_NOT_FOUND" not in text:
         return translate_server_error(exc)
     match = _MISSING_PATH.search(text)
     missing = match.group(1) if match else None
-    by_key = {f.key: f.location for f in files}
+    by_key = {file_key(location): location for location in locations}
     if missing is not None:
         missing = by_key.get(file_key(unquote(missing)), missing)
     return FileReferencedNotFoundError(
-        path=missing or "(one of the table's data files)", table=snapshot.table.table_root
+        path=missing or "(one of the table's data files)", table=table_root
     )
 
 

@@ -12,9 +12,10 @@ enables it), else the commit file's modification time monotonized over the liste
 time at least one millisecond after the previous commit's), as ``getHistory`` does; with
 ``limit`` only the newest ``limit`` commits are listed, read and monotonized. A commit without
 ``commitInfo`` still has a row (version and timestamp, other columns null). Non-string values
-in ``operationParameters`` / ``operationMetrics`` are kept as their JSON text. A commitInfo line
-that is not valid JSON of that action raises ``DELTA_CORRUPT_LOG_FILE`` naming the commit file,
-before any row is returned.
+in ``operationParameters`` / ``operationMetrics`` are kept as their JSON text. Any line read
+that is not a valid action (``plans.action_lines``; the commitInfo line and, where Spark reads
+whole files, every other line) raises ``DELTA_CORRUPT_LOG_FILE`` naming the commit file, before
+any row is returned, as the state's reads do.
 """
 
 from __future__ import annotations
@@ -157,8 +158,12 @@ def _commit_infos(spark: SparkSession, commits: list[LogFile]) -> DataFrame:
         )
     request = CommitLinesRead(table_path=commits[0].path, only_containing=(_COMMIT_INFO_KEY,))
     actions = commit_actions(spark, commits, _READ_SCHEMA, request)
+    # The filter tests ``version`` (which carries each line's check, see ``action_lines``)
+    # before ``commitInfo``: Spark pushes a filter below the parse, and one on ``commitInfo``
+    # alone would leave every other line of a commit unchecked.
+    checked = F.when(F.col(VERSION_COLUMN).isNull(), F.lit(False))
     return (
-        actions.where(F.col("commitInfo").isNotNull())
+        actions.where(checked.otherwise(F.col("commitInfo").isNotNull()))
         .select("commitInfo", VERSION_COLUMN)
         .dropDuplicates([VERSION_COLUMN])
     )

@@ -205,7 +205,12 @@ class Snapshot:
 
     @cached_property
     def _state_df(self) -> DataFrame:
-        return self._keys_checked().rows(self.replay_config())
+        reconstructed = self._keys_checked()
+        if reconstructed.checkpoint is not None:
+            # The rows read the checkpoint lazily: its damage must be met here, as a Delta
+            # error, not by the caller's first action on the rows.
+            reconstructed.checkpoint.check_readable()
+        return reconstructed.rows(self.replay_config())
 
     def update(self) -> Snapshot:
         """The table's latest snapshot, built on this one's server-side state.
@@ -266,15 +271,15 @@ class Snapshot:
 
         The first call runs the replay of the commits (a Spark job) and keeps its result on the
         server as a local checkpoint; later calls and queries reuse it, and read the untouched
-        rows of the checkpoint parquet directly (see ``plans.replay``).
+        rows of the checkpoint parquet directly (see ``plans.replay``), which the first call
+        reads in full once (a job) so that a damaged checkpoint is ``DELTA_CORRUPT_LOG_FILE``.
         """
         return self._state_df
 
     def checkpoint_rows(self, stats_parsed: StructType | None) -> DataFrame:
         """``state_df()`` for a checkpoint writer; with ``stats_parsed``, plus the typed stats
         the previous checkpoint wrote, where it wrote that type (``ReconstructedState.rows``)."""
-        if stats_parsed is None:
-            return self.state_df()
+        # Not ``state_df()``: the writer's own job reads every row, inside our error handling.
         return self._keys_checked().rows(self.replay_config(), stats_parsed)
 
     def stats_parsed_to_parse_bytes(self, stats_parsed: StructType) -> int | None:

@@ -39,6 +39,7 @@ from delta_connect_py.data import (
     logical_type,
     parquet_read_schema,
     physical_name,
+    with_data_files_found,
 )
 from delta_connect_py.plans.deletion_vectors import deleted_rows
 from delta_connect_py.plans.spark import escape_glob
@@ -277,14 +278,14 @@ def changes_frame(
     data_fields = [f for f in schema.fields if f.name not in set(partitions)]
     read_schema = _parquet_schema(spark, data_fields, metadata)
     locations = sorted({e.location for e in entries})
-    data = (
-        spark.read.schema(read_schema)
-        .parquet(*[escape_glob(location) for location in locations])
-        .select(
-            *[F.col(f"`{f.name}`") for f in read_schema.fields],
-            file_key_column(F.col("_metadata.file_path")).alias(_KEY),
-            F.col("_metadata.row_index").alias(_ROW),
-        )
+    data = with_data_files_found(
+        spark.read.schema(read_schema).parquet(*[escape_glob(loc) for loc in locations]),
+        table_root,
+        locations,
+    ).select(
+        *[F.col(f"`{f.name}`") for f in read_schema.fields],
+        file_key_column(F.col("_metadata.file_path")).alias(_KEY),
+        F.col("_metadata.row_index").alias(_ROW),
     )
     partition_keys = [physical_name(by_name[name]) for name in partitions]
     files = _files_frame(spark, entries, partition_keys)

@@ -128,6 +128,8 @@ _RAISED = re.compile(
     re.DOTALL,
 )
 _COMMIT_VERSION = re.compile(r"(\d+)(?:\.\d+)?(?:\.compacted)?\.json$")
+#: A V2 checkpoint in JSON form, ``<version>.checkpoint.<uuid>.json``.
+_CHECKPOINT_VERSION = re.compile(r"^(\d+)\.checkpoint\.[^/]*\.json$")
 
 
 def corrupt_line_error(text: str) -> CorruptLogFileError | None:
@@ -138,7 +140,7 @@ def corrupt_line_error(text: str) -> CorruptLogFileError | None:
         return None
     file, reason, line = found.groups()
     log_dir, separator, name = file.rpartition("/_delta_log/")
-    version = _COMMIT_VERSION.search(name)
+    version = _CHECKPOINT_VERSION.search(name) or _COMMIT_VERSION.search(name)
     at_version = f"version {int(version.group(1))}: " if version else ""
     quoted = line if len(line) < QUOTED_LINE_CHARS else line + "..."
     return CorruptLogFileError(

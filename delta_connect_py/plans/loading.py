@@ -8,9 +8,11 @@ from ``_metadata.file_path``), which the replay checks lies in this table's ``_d
 
 Invariants: commits are read with an explicit schema in FAILFAST mode (a malformed line fails
 the load, it is never silently dropped; ``malformed_commits_reported`` then names the file and
-the line as ``DELTA_CORRUPT_LOG_FILE``); checkpoint parquet is read with its own footer schema
-and conformed field by field, so absent fields become null and ``stats_parsed``-only checkpoints
-still yield ``add.stats`` (as JSON, like delta-spark's ``add_stats_to_use``).
+the line as ``DELTA_CORRUPT_LOG_FILE``); a V2 checkpoint in JSON form has every line checked
+the same way (once per file content) before Spark's JSON source reads it; checkpoint parquet
+is read with its own footer schema and conformed field by field, so absent fields become null
+and ``stats_parsed``-only checkpoints still yield ``add.stats`` (as JSON, like delta-spark's
+``add_stats_to_use``).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -83,6 +85,33 @@ class CheckpointFrames:
 
     frames: tuple[DataFrame, ...]
     version: int
+    #: What the frames were read from (paths, sizes, modification times): their content.
+    identity: tuple[object, ...] = ()
+
+    def check_readable(self) -> None:
+        """Read every column of every row once (one job, the first time a session asks for
+        these files): a damaged page of a column no query of ours has read yet (the state
+        rows read the checkpoint lazily) is ``DELTA_CORRUPT_LOG_FILE`` here, which Spark's
+        failure names the file of, rather than a raw Spark error at a caller's first action
+        on the rows. Spark decodes a column's pages only when a query uses the column."""
+        if not self.frames:
+            return
+        spark = self.frames[0].sparkSession
+        key = (session_key(spark), self.identity)
+        if self.identity and key in _readable_checkpoints:
+            return
+        every_column = [
+            frame.select(
+                F.max(
+                    F.length(F.to_json(F.struct(*[F.col(f"`{c}`") for c in frame.columns])))
+                ).alias("longest")
+            )
+            for frame in self.frames
+        ]
+        collect(union_all(every_column))
+        if len(_readable_checkpoints) >= MAX_FOOTER_SCHEMAS:
+            _evict_oldest(_readable_checkpoints)
+        _readable_checkpoints[key] = None
 
     def non_file_rows(self) -> DataFrame:
         """Rows holding neither an add nor a remove path, conformed to the state columns and
@@ -99,6 +128,16 @@ class CheckpointFrames:
                 for frame in self.frames
             ]
         )
+
+
+def _evict_oldest(cache: dict[Any, Any]) -> None:
+    """Drop the oldest entry of one of this module's caches (whichever thread gets there)."""
+    for key in list(cache)[:1]:
+        cache.pop(key, None)
+
+
+#: Checkpoints ``CheckpointFrames.check_readable`` read in full, per session.
+_readable_checkpoints: dict[tuple[str, tuple[object, ...]], None] = {}
 
 
 @dataclass(frozen=True)
@@ -213,7 +252,7 @@ def commit_lines(
     if keep_for_replay and sum(f.size for f in files) <= MAX_KEPT_COMMIT_BYTES:
         lines = materialize(_spark_commit_lines(spark, files))
         if len(_kept_commit_lines) >= MAX_KEPT_COMMIT_LINES:
-            _kept_commit_lines.pop(next(iter(_kept_commit_lines)))
+            _evict_oldest(_kept_commit_lines)
         _kept_commit_lines[_commit_lines_key(spark, files)] = lines
         return lines
     return _spark_commit_lines(spark, files)
@@ -348,10 +387,71 @@ def commit_actions(
 def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     """The raw rows of checkpoint files (parquet with their own schema, or V2 JSON)."""
     escaped = [escape_glob(f.path) for f in files]
-    if files[0].name.endswith(".json"):
-        return spark.read.schema(COMMIT_SPARK_SCHEMA).option("mode", "FAILFAST").json(escaped)
     identity = tuple((f.path, f.size, f.modification_time) for f in files)
+    if files[0].name.endswith(".json"):
+        _check_json_checkpoint_lines(spark, files, identity)
+        return spark.read.schema(COMMIT_SPARK_SCHEMA).option("mode", "FAILFAST").json(escaped)
     return read_parquet(spark, escaped, identity)
+
+
+#: File actions whose ``path`` a checkpoint's parquet schema must have when it has the action.
+_PATHED_ACTIONS = ("add", "remove")
+
+
+def _check_file_paths_in_schema(schema: StructType, paths: Sequence[str]) -> None:
+    """``DELTA_CORRUPT_LOG_FILE`` when the footers' ``schema`` of checkpoint (or sidecar)
+    ``paths`` has an ``add`` or ``remove`` column without a ``path`` field (a damaged footer
+    renamed it): every reader of the rows would fail on it with Spark's ``FIELD_NOT_FOUND``,
+    which the protocol-and-metadata read would not read around."""
+    columns = struct_fields(schema)
+    for action in _PATHED_ACTIONS:
+        fields = columns.get(action)
+        if isinstance(fields, StructType) and "path" not in fields.fieldNames():
+            log_dir = paths[0].rsplit("/_delta_log/", 1)[0] + "/_delta_log"
+            raise CorruptLogFileError(
+                file=paths[0],
+                path=log_dir,
+                reason=f"its parquet schema's {action} column has no path field "
+                f"(fields: {', '.join(fields.fieldNames())[:200]})",
+            )
+
+
+#: How many JSON checkpoints ``_check_json_checkpoint_lines`` remembers as checked.
+MAX_CHECKED_JSON_CHECKPOINTS = 64
+_checked_json_checkpoints: dict[tuple[str, tuple[object, ...]], None] = {}
+
+
+def _check_json_checkpoint_lines(
+    spark: SparkSession, files: Sequence[LogFile], identity: tuple[object, ...]
+) -> None:
+    """Every line of a V2 checkpoint in JSON form checked as a commit's lines are
+    (``action_lines``, FAILFAST parse): ``DELTA_CORRUPT_LOG_FILE`` naming the file, its
+    version and the line, which ``TableLog.loaded_segment`` reads around like any unreadable
+    checkpoint (an earlier checkpoint, else the commits).
+
+    One job, the first time a session reads these files (``identity``: paths, sizes and
+    modification times; a checkpoint is written once). The checkpoint's readers then use
+    Spark's JSON source, the same parser, whose own failure would name no line and whose
+    leniencies (text after an object, a number read as a path) would pass damage on; the
+    check cannot ride on their rows as it does on commits' (they filter rows before using
+    ``version``, and tag rows with the checkpoint's version instead).
+    """
+    key = (session_key(spark), identity)
+    if key in _checked_json_checkpoints:
+        return
+    source = F.col("_metadata.file_path")
+    lines = load_log_files(spark.read.format("text"), files).select(
+        F.lit(files[0].version).cast("long").alias(VERSION_COLUMN),
+        source.alias(FILE_COLUMN),
+        "value",
+    )
+    checked = parse_lines(lines, COMMIT_SPARK_SCHEMA).agg(F.max(VERSION_COLUMN))
+    log_dir = files[0].path.rsplit("/", 1)[0]
+    with malformed_commits_reported(spark, files, log_dir, COMMIT_SPARK_SCHEMA):
+        collect(checked)
+    if len(_checked_json_checkpoints) >= MAX_CHECKED_JSON_CHECKPOINTS:
+        _evict_oldest(_checked_json_checkpoints)
+    _checked_json_checkpoints[key] = None
 
 
 #: How many footer schemas ``read_parquet`` keeps.
@@ -377,8 +477,9 @@ def read_parquet(
     if schema is None:
         with raising_delta_errors(spark), _unreadable_footers_reported(paths):
             schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
+        _check_file_paths_in_schema(schema, paths)
         if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
-            _footer_schemas.pop(next(iter(_footer_schemas)))
+            _evict_oldest(_footer_schemas)
         _footer_schemas[key] = schema
     return spark.read.schema(schema).parquet(*paths)
 
@@ -514,8 +615,11 @@ def checkpoint_frames(
         with _missing_sidecar_reported(checkpoint.files[0].path, log_dir):
             frames.append(read_parquet(spark, escaped, tuple(sidecars)))
     size = sum(f.size for f in checkpoint.files)
+    identity = (*((f.path, f.size, f.modification_time) for f in checkpoint.files), *sidecars)
     return CheckpointFrames(
-        tuple(with_file_action_columns(frame) for frame in frames), checkpoint.version
+        tuple(with_file_action_columns(frame) for frame in frames),
+        checkpoint.version,
+        identity,
     ), size
 
 

@@ -274,6 +274,37 @@ class Fuzzer:
             shutil.rmtree(copy, ignore_errors=True)
 
 
+#: Cases run at once (``DELTA_FUZZ_WORKERS``), each worker a thread with its own Connect
+#: session on the one server: a case's reads are small Spark jobs whose round trips and
+#: scheduling, more than the server's cores, bound them.
+WORKERS = int(os.environ.get("DELTA_FUZZ_WORKERS", "2"))
+
+
+def run_seeds(sessions: list[Any], conformance: Path, workdir: Path, seeds: range) -> list[Case]:
+    """The cases of ``seeds``, in seed order, spread over one worker per session.
+
+    Each worker has its own ``Fuzzer`` (its own session, so no setting or cache of one
+    session's reads is another's), the undamaged tables' reads are shared (they are the
+    same whoever reads them), and every case still reads its own copy.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    pristine: dict[str, dict[tuple[str, int | None], Outcome]] = {}
+    fuzzers = [Fuzzer(session, conformance, workdir, pristine) for session in sessions]
+    share = [list(seeds)[i :: len(fuzzers)] for i in range(len(fuzzers))]
+    with ThreadPoolExecutor(max_workers=len(fuzzers)) as pool:
+        done = pool.map(lambda f, mine: [f.run(seed) for seed in mine], fuzzers, share)
+        cases = [case for worker_cases in done for case in worker_cases]
+    return sorted(cases, key=lambda case: case.seed)
+
+
+def extra_sessions(remote: str, count: int) -> list[Any]:
+    """``count`` more Connect sessions on the server at ``remote`` (stop them when done)."""
+    from pyspark.sql import SparkSession
+
+    return [SparkSession.builder.remote(remote).create() for _ in range(count)]
+
+
 def report(cases: list[Case]) -> str:
     """The class counts per read, then every case that is not plainly explained."""
     counts = Counter((read, verdict) for case in cases for read, verdict in case.verdicts.items())
@@ -306,12 +337,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--cases", type=int, default=500)
+    parser.add_argument("--workers", type=int, default=WORKERS)
     args = parser.parse_args()
     spark = connect(os.environ["SPARK_REMOTE"])
+    more = extra_sessions(os.environ["SPARK_REMOTE"], args.workers - 1)
     conformance = Path(os.environ.get("DELTA_CONFORMANCE_DIR", "../shared/conformance"))
-    with tempfile.TemporaryDirectory() as workdir:
-        fuzzer = Fuzzer(spark, conformance, Path(workdir))
-        cases = [fuzzer.run(seed) for seed in range(args.first_seed, args.first_seed + args.cases)]
+    seeds = range(args.first_seed, args.first_seed + args.cases)
+    try:
+        with tempfile.TemporaryDirectory() as workdir:
+            cases = run_seeds([spark, *more], conformance, Path(workdir), seeds)
+    finally:
+        for session in more:
+            session.stop()
     print(report(cases))
 
 
