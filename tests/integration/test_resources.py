@@ -27,9 +27,10 @@ pytestmark = pytest.mark.resources
 
 #: The small file system a checkpoint is written onto (room for the table and little else).
 TMPFS_BYTES = 8 << 20
-#: Files of the table the small-heap test checkpoints (a log only: ~100 MB of JSON commits).
-BIG_TABLE_FILES = 300_000
-BIG_TABLE_COMMITS = 30
+#: Files of the table the small-heap test checkpoints (a log only: ~100 MB of JSON commits by
+#: default; 1,000,000, the bench's L, by hand), over commits of 10,000 files each.
+BIG_TABLE_FILES = int(os.environ.get("DELTA_RESOURCES_BIG_TABLE_FILES", "300000"))
+BIG_TABLE_COMMITS = max(1, BIG_TABLE_FILES // 10_000)
 
 
 def delta_rs_table(root: Path, commits: int) -> None:
