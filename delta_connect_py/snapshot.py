@@ -43,6 +43,7 @@ from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import commit_name
 from delta_connect_py.spark_failures import public_calls_raise_delta_errors
+from delta_connect_py.table_schema import check_schema, parsed_schema
 from delta_connect_py.worker.log_files import file_uri
 from delta_connect_py.worker.replay import ReplayConfig
 
@@ -136,7 +137,8 @@ class Snapshot:
     def schema(self) -> StructType:
         """The table schema as a Spark ``StructType`` (logical names; column mapping metadata
         kept in the fields' metadata)."""
-        return StructType.fromJson(self.metadata.schema_json)
+        source = metadata_source(self.table, self.protocol_and_metadata)
+        return parsed_schema(self.metadata, source, self.table.log_dir, self.version)
 
     @property
     def partition_columns(self) -> tuple[str, ...]:
@@ -255,7 +257,7 @@ class Snapshot:
         pm = protocol_and_metadata(
             self.spark, new_commits, table.log_dir, previous=self.protocol_and_metadata
         )
-        check_readable(pm.protocol, table.table_root, segment.version)
+        check_snapshot_readable(table, pm, segment.version)
         return Snapshot(
             table=table,
             segment=segment,
@@ -559,12 +561,24 @@ def snapshot_target(
     return listing, version
 
 
+def check_snapshot_readable(table: TableLog, pm: ProtocolAndMetadata, version: int) -> None:
+    """Refuse a snapshot at ``version`` this library cannot read: its protocol (delta-spark's
+    ``protocolRead``), or a table schema that is not one."""
+    check_readable(pm.protocol, table.table_root, version)
+    check_schema(pm.metadata, metadata_source(table, pm), table.log_dir, version)
+
+
+def metadata_source(table: TableLog, pm: ProtocolAndMetadata) -> str:
+    """Where ``pm`` was read: a version checksum file, else the table's log."""
+    return table.log_dir if pm.source == "log" else pm.source
+
+
 def build_snapshot(
     table: TableLog, segment: LogSegment, listing: LogListing, snapshot_partitions: int | None
 ) -> Snapshot:
     """A new snapshot of ``segment`` (chosen from ``listing``), checked to be readable."""
     segment, pm = table.loaded_segment(segment, listing)
-    check_readable(pm.protocol, table.table_root, segment.version)
+    check_snapshot_readable(table, pm, segment.version)
     return Snapshot(
         table=table,
         segment=segment,

@@ -33,10 +33,10 @@ from delta_connect_py.protocol.cdf import (
     CommitChanges,
     filter_cdc_actions,
 )
-from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind
 from delta_connect_py.protocol.timestamps import monotonize
-from delta_connect_py.snapshot import Snapshot, now_ms
+from delta_connect_py.snapshot import Snapshot, check_snapshot_readable, now_ms
+from delta_connect_py.table_schema import check_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -113,7 +113,8 @@ def _action_frame(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
 
 
 def read_commit_changes(table: TableLog, files: Sequence[LogFile]) -> list[CommitChanges]:
-    """``filterCDCActions`` of each commit in ``files`` (one collect of file actions)."""
+    """``filterCDCActions`` of each commit in ``files`` (one collect of file actions); a
+    metaData whose schema is not one is ``DELTA_CORRUPT_LOG_FILE`` naming its commit."""
     if not files:
         return []
     with malformed_commits_reported(table.spark, files, table.table_root, COMMIT_SPARK_SCHEMA):
@@ -123,13 +124,18 @@ def read_commit_changes(table: TableLog, files: Sequence[LogFile]) -> list[Commi
     for row in rows:
         values = row.asDict(recursive=True)
         lines[values["version"]].append({name: values[name] for name in _ACTION_COLUMNS})
-    return [filter_cdc_actions(f.version, lines.get(f.version, [])) for f in files]
+    changes = [filter_cdc_actions(f.version, lines.get(f.version, [])) for f in files]
+    for file, change in zip(files, changes, strict=True):
+        if change.metadata is not None:
+            metadata = Metadata.from_action(change.metadata)
+            check_schema(metadata, file.path, table.log_dir, change.version)
+    return changes
 
 
 def snapshot_at(table: TableLog, listing: LogListing, version: int) -> Snapshot:
     """The snapshot at ``version`` from an existing listing (one P&M job, no re-listing)."""
     segment, pm = table.loaded_segment(table.log_segment(version, listing), listing)
-    check_readable(pm.protocol, table.table_root, segment.version)
+    check_snapshot_readable(table, pm, segment.version)
     return Snapshot(table=table, segment=segment, protocol_and_metadata=pm, created_at_ms=now_ms())
 
 

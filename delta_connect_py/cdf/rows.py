@@ -52,6 +52,7 @@ from delta_connect_py.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
     dv_location,
 )
+from delta_connect_py.table_schema import parsed_schema
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -269,7 +270,8 @@ def changes_frame(
 ) -> DataFrame:
     """The changed rows of ``entries`` read with ``metadata``'s schema (lazy): one parquet read
     joined with the file list."""
-    schema = StructType.fromJson(metadata.schema_json)
+    log_dir = table_root.rstrip("/") + "/_delta_log"
+    schema = parsed_schema(metadata, log_dir, log_dir, None)
     result_schema = cdf_schema(schema)
     if not entries:
         return spark.createDataFrame([], result_schema)

@@ -214,6 +214,35 @@ def test_checkpoint_page_damage_is_met_before_the_live_files(
         snapshot.all_files().select("path").collect()
 
 
+@pytest.mark.parametrize(
+    ("original", "damaged"),
+    [
+        ('\\"name\\":\\"birthday\\"', '\\"nAme\\":\\"birthday\\"'),  # fuzzer seed 632
+        ('\\"type\\":\\"date\\"', '\\"tyPe\\":\\"date\\"'),
+        ('{\\"type\\":\\"struct\\"', '{\\"type\\";\\"struct\\"'),
+    ],
+    ids=["field-without-name", "field-without-type", "not-json"],
+)
+def test_a_table_schema_that_is_not_one_is_a_corrupt_log_file(
+    spark: Any, tmp_path: Path, original: str, damaged: str
+) -> None:
+    """A metaData whose schemaString is valid JSON text but no Spark schema: the state and
+    the change data feed refuse it (delta-rs too), never a state or pyspark's KeyError."""
+    table = tmp_path / "table"
+    shutil.copytree(CONFORMANCE / "kernel" / "cdf-table" / "delta", table)
+    commit = table / "_delta_log" / f"{0:020d}.json"
+    text = commit.read_text()
+    assert original in text
+    commit.write_text(text.replace(original, damaged, 1))
+    with pytest.raises(CorruptLogFileError, match=r"version \d+: the table schema"):
+        _ = DeltaTable.for_path(spark, str(table)).snapshot().state
+    with pytest.raises(CorruptLogFileError, match="schemaString"):
+        DeltaTable.for_path(spark, str(table)).load_cdf(0).count()
+    deltalake = pytest.importorskip("deltalake")
+    with pytest.raises(Exception):  # noqa: B017  delta-rs refuses it too (its own error types)
+        deltalake.DeltaTable(str(table)).get_add_actions()
+
+
 def test_change_data_of_a_damaged_path_is_a_missing_file(spark: Any, tmp_path: Path) -> None:
     table = tmp_path / "table"
     shutil.copytree(CONFORMANCE / "kernel" / "cdf-table" / "delta", table)

@@ -1,0 +1,97 @@
+"""The table schema: ``metaData.schemaString`` checked and parsed into a Spark ``StructType``.
+
+Responsibility: one check and one parse for every reader (snapshots and the change data feed),
+so that a schema string that is not a schema (not JSON; a field without a name or a type; a
+struct without fields: a damaged or hand-edited log) is ``DELTA_CORRUPT_LOG_FILE`` naming the
+version and where the metadata came from, never a raw ``KeyError`` or ``JSONDecodeError`` and
+never a state served for a table no reader could query (delta-rs refuses such a table on load).
+
+Invariants: a snapshot checks its schema's shape when it is built (a walk of a few kilobytes of
+JSON on the client, no job); type names are not judged there (a type this client's pyspark does
+not know may be one the server knows; reader features gate new types), only when the schema is
+parsed. A metaData without ``schemaString`` (delta-spark's own test tables write some) passes
+the check; asking such a table for its schema is the error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.types import StructType
+
+from delta_connect_py.errors import CorruptLogFileError
+
+if TYPE_CHECKING:
+    from delta_connect_py.protocol.actions import Metadata
+
+
+def parsed_schema(metadata: Metadata, source: str, log_dir: str, version: int | None) -> StructType:
+    """``metadata``'s schema; ``DELTA_CORRUPT_LOG_FILE`` (``source``: the file the metadata was
+    read from, or the log) when its ``schemaString`` is not a schema this client can parse."""
+    try:
+        return StructType.fromJson(metadata.schema_json)
+    except Exception as error:  # json, KeyError, TypeError, PySparkValueError: all "not one"
+        raise _not_a_schema(source, log_dir, version, f"{type(error).__name__}: {error}") from None
+
+
+def check_schema(metadata: Metadata, source: str, log_dir: str, version: int) -> None:
+    """``DELTA_CORRUPT_LOG_FILE`` when ``metadata`` has a schema string without a schema's
+    shape (see the module docstring)."""
+    if not metadata.schema_string:
+        return
+    try:
+        schema = json.loads(metadata.schema_string)
+    except ValueError as error:
+        raise _not_a_schema(source, log_dir, version, f"not JSON: {error}") from None
+    problem = _struct_problem(schema)
+    if problem is not None:
+        raise _not_a_schema(source, log_dir, version, problem)
+
+
+def _not_a_schema(source: str, log_dir: str, version: int | None, why: str) -> CorruptLogFileError:
+    at_version = f"version {version}: " if version is not None else ""
+    return CorruptLogFileError(
+        file=source,
+        path=log_dir,
+        reason=f"{at_version}the table schema (metaData.schemaString) is not a valid schema "
+        f"({why})",
+    )
+
+
+def _struct_problem(struct: Any) -> str | None:
+    if not isinstance(struct, dict) or struct.get("type") != "struct":
+        return "a struct type is expected"
+    fields = struct.get("fields")
+    if not isinstance(fields, list):
+        return "a struct has no list of fields"
+    for field in fields:
+        if not isinstance(field, dict) or not isinstance(field.get("name"), str):
+            return "a field has no name"
+        if "type" not in field:
+            return f"the field {field['name']!r} has no type"
+        problem = _type_problem(field["type"])
+        if problem is not None:
+            return problem
+    return None
+
+
+def _type_problem(data_type: Any) -> str | None:
+    if isinstance(data_type, str):
+        return None
+    if not isinstance(data_type, dict):
+        return f"a type is a JSON {type(data_type).__name__}"
+    nested = {"array": ("elementType",), "map": ("keyType", "valueType")}.get(
+        str(data_type.get("type"))
+    )
+    if data_type.get("type") == "struct":
+        return _struct_problem(data_type)
+    if nested is None:
+        return None  # a type object this check does not know: the parse judges it
+    for key in nested:
+        if key not in data_type:
+            return f"a {data_type['type']} type has no {key}"
+        problem = _type_problem(data_type[key])
+        if problem is not None:
+            return problem
+    return None
