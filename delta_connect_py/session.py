@@ -23,9 +23,8 @@ settings that client reads but the server does not define (``settings_for_server
 call that runs a job on the server's Python workers (a snapshot's listing: pyspark's worker
 compares its Python with the client's before it unpickles anything, and ``raising_delta_errors``,
 around every job of ours, translates its ``PYTHON_VERSION_MISMATCH``), not in ``connect``; a
-session
-``connect`` created is released on the server when this process exits (sessions the caller made
-are the caller's), never delaying exit by more than ``RELEASE_TIMEOUT_SECONDS``.
+session ``connect`` created is released on the server when this process exits (sessions the
+caller made are the caller's), never delaying exit by more than ``RELEASE_TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations
