@@ -113,9 +113,7 @@ class CheckpointFrames:
             for frame in self.frames
         ]
         collect(union_all(every_column))
-        if len(_readable_checkpoints) >= MAX_FOOTER_SCHEMAS:
-            _evict_oldest(_readable_checkpoints)
-        _readable_checkpoints[key] = None
+        _remember(_readable_checkpoints, key, None, MAX_READABLE_CHECKPOINTS)
 
     def non_file_rows(self) -> DataFrame:
         """Rows holding neither an add nor a remove path, conformed to the state columns and
@@ -134,12 +132,23 @@ class CheckpointFrames:
         )
 
 
-def _evict_oldest(cache: dict[Any, Any]) -> None:
-    """Drop the oldest entry of one of this module's caches (whichever thread gets there)."""
-    for key in list(cache)[:1]:
-        cache.pop(key, None)
+def _remember(cache: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
+    """Store ``value`` in one of this module's bounded caches, first dropping its oldest entry
+    when it holds ``limit`` (safe when two threads do it at once)."""
+    if len(cache) >= limit:
+        for oldest in list(cache)[:1]:
+            cache.pop(oldest, None)
+    cache[key] = value
 
 
+def _content_identity(files: Sequence[LogFile]) -> tuple[tuple[str, int, int], ...]:
+    """What names log files' content: paths, sizes and modification times (checkpoints,
+    sidecars and commits are written once, never changed in place)."""
+    return tuple((f.path, f.size, f.modification_time) for f in files)
+
+
+#: How many checkpoints ``CheckpointFrames.check_readable`` remembers as read in full.
+MAX_READABLE_CHECKPOINTS = 64
 #: Checkpoints ``CheckpointFrames.check_readable`` read in full, per session.
 _readable_checkpoints: dict[tuple[str, tuple[object, ...]], None] = {}
 
@@ -255,9 +264,7 @@ def commit_lines(
         )
     if keep_for_replay and sum(f.size for f in files) <= MAX_KEPT_COMMIT_BYTES:
         lines = materialize(_spark_commit_lines(spark, files))
-        if len(_kept_commit_lines) >= MAX_KEPT_COMMIT_LINES:
-            _evict_oldest(_kept_commit_lines)
-        _kept_commit_lines[_commit_lines_key(spark, files)] = lines
+        _remember(_kept_commit_lines, _commit_lines_key(spark, files), lines, MAX_KEPT_COMMIT_LINES)
         return lines
     return _spark_commit_lines(spark, files)
 
@@ -274,7 +281,7 @@ def _commit_lines_key(
     spark: SparkSession, files: Sequence[LogFile]
 ) -> tuple[str, tuple[object, ...]]:
     # A commit file is written once and never changed; size and time tell a rewrite apart.
-    return session_key(spark), tuple((f.path, f.size, f.modification_time) for f in files)
+    return session_key(spark), _content_identity(files)
 
 
 def take_kept_commit_lines(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame | None:
@@ -391,7 +398,7 @@ def commit_actions(
 def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     """The raw rows of checkpoint files (parquet with their own schema, or V2 JSON)."""
     escaped = [escape_glob(f.path) for f in files]
-    identity = tuple((f.path, f.size, f.modification_time) for f in files)
+    identity = _content_identity(files)
     if files[0].name.endswith(".json"):
         _check_json_checkpoint_lines(spark, files, identity)
         return spark.read.schema(COMMIT_SPARK_SCHEMA).option("mode", "FAILFAST").json(escaped)
@@ -453,9 +460,7 @@ def _check_json_checkpoint_lines(
     log_dir = files[0].path.rsplit("/", 1)[0]
     with malformed_commits_reported(spark, files, log_dir, COMMIT_SPARK_SCHEMA):
         collect(checked)
-    if len(_checked_json_checkpoints) >= MAX_CHECKED_JSON_CHECKPOINTS:
-        _evict_oldest(_checked_json_checkpoints)
-    _checked_json_checkpoints[key] = None
+    _remember(_checked_json_checkpoints, key, None, MAX_CHECKED_JSON_CHECKPOINTS)
 
 
 #: How many footer schemas ``read_parquet`` keeps.
@@ -482,9 +487,7 @@ def read_parquet(
         with raising_delta_errors(spark), _unreadable_footers_reported(paths):
             schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
         _check_file_paths_in_schema(schema, paths)
-        if len(_footer_schemas) >= MAX_FOOTER_SCHEMAS:
-            _evict_oldest(_footer_schemas)
-        _footer_schemas[key] = schema
+        _remember(_footer_schemas, key, schema, MAX_FOOTER_SCHEMAS)
     return spark.read.schema(schema).parquet(*paths)
 
 
@@ -619,7 +622,7 @@ def checkpoint_frames(
         with _missing_sidecar_reported(checkpoint.files[0].path, log_dir):
             frames.append(read_parquet(spark, escaped, tuple(sidecars)))
     size = sum(f.size for f in checkpoint.files)
-    identity = (*((f.path, f.size, f.modification_time) for f in checkpoint.files), *sidecars)
+    identity = (*_content_identity(checkpoint.files), *sidecars)
     return CheckpointFrames(
         tuple(with_file_action_columns(frame) for frame in frames),
         checkpoint.version,
