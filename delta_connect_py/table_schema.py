@@ -59,6 +59,10 @@ def _not_a_schema(source: str, log_dir: str, version: int | None, why: str) -> C
     )
 
 
+#: The element types each container type must name.
+_NESTED_TYPE_KEYS = {"array": ("elementType",), "map": ("keyType", "valueType")}
+
+
 def _struct_problem(struct: Any) -> str | None:
     if not isinstance(struct, dict) or struct.get("type") != "struct":
         return "a struct type is expected"
@@ -81,16 +85,15 @@ def _type_problem(data_type: Any) -> str | None:
         return None
     if not isinstance(data_type, dict):
         return f"a type is a JSON {type(data_type).__name__}"
-    nested = {"array": ("elementType",), "map": ("keyType", "valueType")}.get(
-        str(data_type.get("type"))
-    )
-    if data_type.get("type") == "struct":
+    kind = data_type.get("type")
+    if kind == "struct":
         return _struct_problem(data_type)
+    nested = _NESTED_TYPE_KEYS.get(str(kind))
     if nested is None:
         return None  # a type object this check does not know: the parse judges it
     for key in nested:
         if key not in data_type:
-            return f"a {data_type['type']} type has no {key}"
+            return f"a {kind} type has no {key}"
         problem = _type_problem(data_type[key])
         if problem is not None:
             return problem
