@@ -547,6 +547,17 @@ def snapshot_target(
 ) -> tuple[LogListing, int | None]:
     """The arguments of a snapshot request checked (before any job), the log listed, and the
     version asked for (None: the latest) with a timestamp resolved against that listing."""
+    version, timestamp = check_snapshot_arguments(version, timestamp, snapshot_partitions)
+    listing = table.list_log()
+    if timestamp is not None:
+        version = table.version_at(timestamp, listing)
+    return listing, version
+
+
+def check_snapshot_arguments(
+    version: int | None, timestamp: datetime | str | None, snapshot_partitions: int | None
+) -> tuple[int | None, datetime | str | None]:
+    """A snapshot request's arguments checked (no job): the version and timestamp to use."""
     version, timestamp = arguments.version_or_timestamp("snapshot", version, timestamp)
     arguments.optional_integer(
         "snapshot",
@@ -555,10 +566,7 @@ def snapshot_target(
         minimum=1,
         what="a number of partitions for the state",
     )
-    listing = table.list_log()
-    if timestamp is not None:
-        version = table.version_at(timestamp, listing)
-    return listing, version
+    return version, timestamp
 
 
 def check_snapshot_readable(table: TableLog, pm: ProtocolAndMetadata, version: int) -> None:

@@ -1,7 +1,11 @@
 """Snapshots kept per Spark Connect session and table, checked against the log on every call.
 
-Responsibility: ``DeltaTable.snapshot()`` asks this module for its snapshot after listing the log
-(one job: every log file's name, size and modification time). The latest snapshot of a table
+Responsibility: ``DeltaTable.snapshot()`` asks this module for its snapshot. The latest snapshot
+of a table whose log is quiet (its newest file older than the listing that last confirmed the
+cached snapshot by at least ``QUIET_LOG_MARGIN_MS``) is answered with no Spark job when no log
+file has been modified since that newest file (one ``AnalyzePlan`` request: the driver lists the
+folder, see ``plans.listing.log_file_names_modified_after``). Otherwise the log is listed (one
+job: every log file's name, size and modification time). The latest snapshot of a table
 whose listed segment (checkpoint and commit files, with their sizes and modification times) is
 the one a cached snapshot was built from is that cached snapshot, whose state, protocol and
 metadata are then known without a job. A log that has only grown by commits since is answered
@@ -12,9 +16,13 @@ listed unchanged. Anything else is built afresh, exactly as without the cache.
 
 Invariants:
 
-- Nothing is trusted without the current listing: a hit requires the same files (names, sizes,
+- Nothing is trusted without a look at the log: a hit requires the same files (names, sizes,
   modification times) as when the entry was built, so a commit, a new checkpoint, a cleanup or a
-  table deleted and recreated at the same path (its commit files written anew) makes a miss; an
+  table deleted and recreated at the same path (its commit files written anew) makes a miss. The
+  check without a job sees every file written or rewritten since the newest listed one (their
+  times are later, as the listing ran ``QUIET_LOG_MARGIN_MS`` after it: the margin covers a
+  store's whole-second times and the driver's clock against the store's), not a deletion: a
+  cleanup leaves the latest state as it was, and a log folder deleted is listed again. An
   extension requires the cached segment's newest file to be listed unchanged (the same lineage)
   and the new commits to follow it without a newer checkpoint. ``_last_checkpoint`` is only a
   hint: the segment chosen from the files is compared, not the hint. A version that the log can
@@ -42,8 +50,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from delta_connect_py.connections import session_key
+from delta_connect_py.plans.listing import log_file_names_modified_after
+from delta_connect_py.protocol.filenames import parse_log_file
 from delta_connect_py.protocol.segment import LogSegment
-from delta_connect_py.snapshot import Snapshot, build_snapshot, snapshot_target
+from delta_connect_py.snapshot import (
+    Snapshot,
+    build_snapshot,
+    check_snapshot_arguments,
+    snapshot_target,
+)
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -62,6 +77,9 @@ MAX_ENTRIES_ENV = "DELTA_CONNECT_SNAPSHOT_CACHE_ENTRIES"
 MAX_BYTES_ENV = "DELTA_CONNECT_SNAPSHOT_CACHE_BYTES"
 DEFAULT_MAX_ENTRIES = 32
 DEFAULT_MAX_BYTES = 1 << 30
+#: How long after the newest log file's modification a listing must have run for later calls to
+#: look only for files modified since (see the module's invariants).
+QUIET_LOG_MARGIN_MS = 5000
 #: What an entry costs the server beyond its replayed rows (plans, small relations).
 ENTRY_OVERHEAD_BYTES = 4096
 #: Per live file, the file-name hash indexes an update's state keeps on the server.
@@ -169,6 +187,23 @@ class Entry:
     #: The segment chosen from the listing (before any retry on an earlier checkpoint): what a
     #: later listing must choose again for a hit.
     listed: LogSegment
+    #: The newest modification time among the log files of the listing that last confirmed the
+    #: entry, and the server's clock when that listing ran (None: unknown).
+    newest_modification_ms: int = 0
+    listed_at_ms: int | None = None
+
+    @property
+    def quiet(self) -> bool:
+        """Whether a file written after the confirming listing is sure to be newer than every
+        file it listed, so that a look for newer files alone can confirm the entry."""
+        return (
+            self.listed_at_ms is not None
+            and self.listed_at_ms - self.newest_modification_ms >= QUIET_LOG_MARGIN_MS
+        )
+
+
+def _entry(snapshot: Snapshot, segment: LogSegment, listing: LogListing) -> Entry:
+    return Entry(snapshot, segment, listing.newest_modification_ms, listing.listed_at_ms)
 
 
 def estimated_server_bytes(entry: Entry) -> int:
@@ -192,9 +227,9 @@ def _release(entry: Entry) -> None:
     entry.snapshot.unpersist()
 
 
-def _builds_on(old: Entry, new: Entry) -> bool:
-    """Whether ``new`` extends ``old``'s server-side state (then ``old``'s must stay)."""
-    return new.snapshot.previous is old.snapshot
+def _keeps_state(old: Entry, new: Entry) -> bool:
+    """Whether ``new`` holds or extends ``old``'s server-side state (then it must stay)."""
+    return new.snapshot is old.snapshot or new.snapshot.previous is old.snapshot
 
 
 def _env_int(name: str, default: int) -> int:
@@ -261,10 +296,36 @@ def cached_snapshot(
     timestamp: datetime | str | None = None,
     snapshot_partitions: int | None = None,
 ) -> Snapshot:
-    """``DeltaTable.snapshot``: the arguments checked and the log listed (``snapshot_target``),
-    then the snapshot answered through the cache (:func:`snapshot_for`)."""
+    """``DeltaTable.snapshot``: the arguments checked; the latest snapshot of a quiet log from
+    the cache when no log file is newer (:func:`_unchanged_latest`); else the log listed
+    (``snapshot_target``) and the snapshot answered through the cache (:func:`snapshot_for`)."""
+    version, timestamp = check_snapshot_arguments(version, timestamp, snapshot_partitions)
+    if version is None and timestamp is None:
+        unchanged = _unchanged_latest(table, snapshot_partitions)
+        if unchanged is not None:
+            return unchanged
     listing, version = snapshot_target(table, version, timestamp, snapshot_partitions)
     return snapshot_for(table, listing, version, snapshot_partitions)
+
+
+def _unchanged_latest(table: TableLog, snapshot_partitions: int | None) -> Snapshot | None:
+    """The cached latest snapshot when its log is quiet and no log file was modified after the
+    newest one it listed (one request, no job); None when that cannot be told this way."""
+    if not (table.snapshot_cache and enabled_by_environment()):
+        return None
+    key = _key(table, None, snapshot_partitions)
+    with _lock:
+        _drop_stopped_sessions()
+        entry = _cache.peek(key)
+    if entry is None or not entry.quiet:
+        return None
+    names = log_file_names_modified_after(table.spark, table.log_dir, entry.newest_modification_ms)
+    if names is None or any(parse_log_file(name, 0, 0) is not None for name in names):
+        return None
+    with _lock:
+        if _cache.get(key) is not entry:  # replaced or evicted meanwhile
+            return None
+    return entry.snapshot
 
 
 def snapshot_for(
@@ -284,16 +345,17 @@ def snapshot_for(
         _sessions[key.session_id] = table.spark
         cached = _cache.get(key)
         latest = _cache.peek(_latest_key(key)) if version is not None else None
-    for candidate in (cached, latest):
-        if candidate is not None and _same_files(candidate.listed, segment):
-            return candidate.snapshot
-    snapshot = None
-    if version is None and cached is not None and _same_lineage(cached.listed, listing):
-        snapshot = cached.snapshot.extended_to(segment)
-    if snapshot is None:
-        snapshot = build_snapshot(table, segment, listing, snapshot_partitions)
+    if cached is not None and _same_files(cached.listed, segment):
+        snapshot = cached.snapshot  # confirmed by this listing: kept with its facts
+    elif latest is not None and _same_files(latest.listed, segment):
+        return latest.snapshot
+    else:
+        extended = None
+        if version is None and cached is not None and _same_lineage(cached.listed, listing):
+            extended = cached.snapshot.extended_to(segment)
+        snapshot = extended or build_snapshot(table, segment, listing, snapshot_partitions)
     with _lock:
-        _cache.put(key, Entry(snapshot, segment), keep=_builds_on)
+        _cache.put(key, _entry(snapshot, segment, listing), keep=_keeps_state)
     return snapshot
 
 

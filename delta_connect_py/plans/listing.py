@@ -7,6 +7,10 @@ with ``_``). A local log is listed by one Python worker task (a directory listin
 for 10,000 files); any other file system through Spark's ``binaryFile`` source, which lists
 through the server's Hadoop file system and credentials and never reads content.
 
+The listing also carries the server's clock just before it ran (``listed_at_ms``), so that a later
+call can ask, with no Spark job, whether any log file was written since
+(:func:`log_file_names_modified_after`: the driver lists the folder while analysing a plan).
+
 Invariants: the client never touches the files; a missing ``_delta_log`` yields an empty
 listing (the snapshot turns it into ``DELTA_MISSING_DELTA_TABLE``); a corrupt or unreadable
 ``_last_checkpoint`` yields no hint (the listing decides), never an error; only a corrupt one is
@@ -20,6 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +43,7 @@ from delta_connect_py.plans.spark import (
 from delta_connect_py.protocol.filenames import LogFile, parse_log_file
 from delta_connect_py.protocol.last_checkpoint import LastCheckpoint, parse_last_checkpoint
 from delta_connect_py.worker.log_files import (
+    CLOCK_ROW,
     LAST_CHECKPOINT_NAME,
     LISTING_SCHEMA,
     MISSING,
@@ -74,6 +80,14 @@ class LogListing:
     #: Path -> text of the version checksums the listing brought along (a local log's newest
     #: one, see ``worker.log_files.list_local_log``).
     checksum_texts: Mapping[str, str] = field(default_factory=dict)
+    #: The server's clock (ms since the epoch) when the listing's query was planned: files
+    #: written after the listing have modification times from about then on. None: unknown.
+    listed_at_ms: int | None = None
+
+    @property
+    def newest_modification_ms(self) -> int:
+        """The newest modification time among the listed log files (0 when none)."""
+        return max((f.modification_time for f in self.files), default=0)
 
 
 def _files_frame(spark: SparkSession, log_dir: str) -> DataFrame:
@@ -86,6 +100,17 @@ def _files_frame(spark: SparkSession, log_dir: str) -> DataFrame:
             F.unix_millis(F.col("modificationTime")).alias("modificationTime"),
             F.lit(None).cast("string").alias("content"),
         )
+    )
+
+
+def _clock_frame(spark: SparkSession) -> DataFrame:
+    """One row holding the server's clock: ``current_timestamp()`` is fixed when the query is
+    planned, before a worker lists and right after the driver lists for ``binaryFile``."""
+    return one_row(spark).select(
+        F.lit("").alias("path"),
+        F.lit(CLOCK_ROW).cast("long").alias("length"),
+        F.unix_millis(F.current_timestamp()).alias("modificationTime"),
+        F.lit(None).cast("string").alias("content"),
     )
 
 
@@ -104,9 +129,10 @@ def _local_listing_frame(spark: SparkSession, log_dir: str) -> DataFrame:
 def _listing_rows(spark: SparkSession, log_dir: str, options: StorageOptions) -> list[Any] | None:
     """The listing and hint rows, or None when ``log_dir`` does not exist."""
     if log_dir.startswith("file:"):
-        rows = collect(_local_listing_frame(spark, log_dir), reads_files=False)
+        local = union_all([_local_listing_frame(spark, log_dir), _clock_frame(spark)])
+        rows = collect(local, reads_files=False)
         return None if any(row["length"] == NO_LOG_DIR for row in rows) else rows
-    frames = [_files_frame(spark, log_dir)]
+    frames = [_files_frame(spark, log_dir), _clock_frame(spark)]
     if unsupported_scheme(log_dir) is None:  # else no worker can read the hint
         frames.append(_hint_frame(spark, log_dir, options))
     listing = union_all(frames)
@@ -127,6 +153,8 @@ def list_log(
     rows = _listing_rows(spark, log_dir, options)
     if rows is None:
         return LogListing(log_dir, (), None, log_dir_exists=False)
+    clock_rows = [row for row in rows if row["length"] == CLOCK_ROW]
+    rows = [row for row in rows if row["length"] != CLOCK_ROW]
     hint_rows = [row for row in rows if _is_hint_row(row)]
     file_rows = [row for row in rows if not _is_hint_row(row)]
     files = [
@@ -138,7 +166,33 @@ def list_log(
         last_checkpoint=_parse_hint(hint_rows, log_dir),
         log_dir_exists=True,
         checksum_texts={row["path"]: row["content"] for row in file_rows if row["content"]},
+        listed_at_ms=clock_rows[0]["modificationTime"] if clock_rows else None,
     )
+
+
+def log_file_names_modified_after(
+    spark: SparkSession, log_dir: str, after_ms: int
+) -> list[str] | None:
+    """The names of the visible files in ``log_dir`` modified strictly after ``after_ms`` (ms
+    since the epoch); None when ``log_dir`` does not exist.
+
+    One ``AnalyzePlan`` request and no Spark job: the driver lists the folder while resolving a
+    ``binaryFile`` read, filtered by its ``modifiedAfter`` option (microseconds, UTC), and
+    ``inputFiles`` returns the names. The files' sizes and times do not travel.
+    """
+    after = datetime.fromtimestamp(after_ms / 1000, tz=timezone.utc)
+    reader = (
+        spark.read.format("binaryFile")
+        .option("timeZone", "UTC")
+        .option("modifiedAfter", after.strftime("%Y-%m-%dT%H:%M:%S.%f"))
+    )
+    try:
+        paths = reader.load(escape_glob(log_dir)).inputFiles()
+    except AnalysisException as exc:
+        if "PATH_NOT_FOUND" not in str(exc):
+            raise
+        return None
+    return [path.rsplit("/", 1)[-1] for path in paths]
 
 
 def _is_hint_row(row: Any) -> bool:

@@ -40,6 +40,8 @@ CORRUPT = -2
 UNREACHABLE = -4
 #: The ``length`` of the one row a listing yields when ``_delta_log`` does not exist.
 NO_LOG_DIR = -3
+#: The ``length`` of the listing's row that carries the server's clock, not a file.
+CLOCK_ROW = -5
 
 #: The row layout shared with the log listing, so both arrive in one collect.
 LISTING_SCHEMA = pa.schema(

@@ -278,3 +278,94 @@ def test_a_computed_state_stays_right_when_asked_again_after_a_write(
         assert after.version == before.version
     _assert_like_delta_rs(spark, root, after)
     assert os.path.isdir(root / "_delta_log")
+
+
+def _age_log(root: Path, seconds: float = 3600) -> None:
+    """Make every log file ``seconds`` old, as a log nobody has written to for a while."""
+    then = time.time() - seconds
+    for file in (root / "_delta_log").iterdir():
+        os.utime(file, (then, then))
+
+
+@pytest.fixture
+def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The tables whose log was listed (a Spark job each), in order."""
+    from delta_connect_py import table_log
+
+    listed: list[str] = []
+    real = table_log.list_log
+
+    def counting(spark: Any, log_dir: str, *args: Any) -> Any:
+        listed.append(log_dir)
+        return real(spark, log_dir, *args)
+
+    monkeypatch.setattr(table_log, "list_log", counting)
+    return listed
+
+
+def test_a_quiet_unchanged_log_is_answered_without_listing_it(
+    spark: Any, tmp_path: Path, listings: list[str]
+) -> None:
+    root = tmp_path / "t"
+    _new_table(root)
+    _append(root, 2)
+    _age_log(root)
+    table = DeltaTable.for_path(spark, str(root))
+    first = table.snapshot()
+    assert len(listings) == 1
+    assert table.snapshot() is first
+    assert DeltaTable.for_path(spark, str(root)).snapshot() is first
+    assert len(listings) == 1  # both answered by a look for newer files, no listing job
+    _assert_like_delta_rs(spark, root, first)
+
+
+def test_a_young_log_is_listed_until_it_is_quiet(
+    spark: Any, tmp_path: Path, listings: list[str]
+) -> None:
+    """Files written less than the margin before the listing may share a time with a later
+    write (whole-second stores): such a log is listed on every call."""
+    root = tmp_path / "t"
+    _new_table(root)
+    table = DeltaTable.for_path(spark, str(root))
+    first = table.snapshot()
+    assert table.snapshot() is first
+    assert len(listings) == 2
+    _age_log(root)  # rewrites every file's time: seen by the next listing
+    aged = table.snapshot()
+    assert len(listings) == 3
+    assert table.snapshot() is aged
+    assert len(listings) == 3
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["commit", "checkpoint", "recreated with the same file names", "log folder deleted"],
+)
+def test_a_change_to_a_quiet_log_is_seen(
+    spark: Any, tmp_path: Path, listings: list[str], change: str
+) -> None:
+    root = tmp_path / "t"
+    _new_table(root)
+    _append(root, 2)
+    _age_log(root)
+    table = DeltaTable.for_path(spark, str(root))
+    quiet = table.snapshot()
+    assert quiet.state.num_of_files == 3
+    if change == "commit":
+        _append(root, 3)
+    elif change == "checkpoint":
+        RsDeltaTable(str(root)).create_checkpoint()
+    elif change == "recreated with the same file names":
+        _recreate(root, 2, first_id=100)
+        assert sorted(p.name for p in (root / "_delta_log").glob("*.json")) == [
+            f"{v:020d}.json" for v in range(2)
+        ]
+    else:
+        shutil.rmtree(root / "_delta_log")
+        with pytest.raises(DeltaError, match="DELTA_MISSING_DELTA_TABLE"):
+            table.snapshot()
+        return
+    changed = table.snapshot()
+    assert len(listings) == 2
+    assert changed is not quiet
+    _assert_like_delta_rs(spark, root, changed)
