@@ -16,11 +16,18 @@ in ``operationParameters`` / ``operationMetrics`` are kept as their JSON text. A
 that is not a valid action (``plans.action_lines``; the commitInfo line and, where Spark reads
 whole files, every other line) raises ``DELTA_CORRUPT_LOG_FILE`` naming the commit file, before
 any row is returned, as the state's reads do.
+
+A session keeps the histories it read (per table and ``limit``, the newest
+``MAX_KEPT_HISTORIES``) with what their listing saw of the log (``quiet_log.LogMark``): a log
+unchanged since, as told with no Spark job, gets the same result again. The snapshot cache's
+switches turn this off too (``DELTA_CONNECT_SNAPSHOT_CACHE=0``, ``snapshot_cache=False``).
 """
 
 from __future__ import annotations
 
 import re
+import threading
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
@@ -33,13 +40,15 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from delta_connect_py import arguments
+from delta_connect_py import arguments, snapshot_cache
 from delta_connect_py.plans.loading import commit_actions, malformed_commits_reported
 from delta_connect_py.plans.spark import materialize
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.actions import VERSION_COLUMN
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind
 from delta_connect_py.protocol.timestamps import monotonize
+from delta_connect_py.quiet_log import LogMark, unchanged_since
+from delta_connect_py.snapshot_cache import CacheKey, LruPolicy
 from delta_connect_py.worker.log_files import CommitLinesRead
 
 if TYPE_CHECKING:
@@ -90,8 +99,9 @@ _COMMIT_INFO_KEY = '"commitInfo"'
 _COMMIT_NAME = re.compile(r"^\d+\.json$")
 
 
-def _commits_in_range(table: TableLog, limit: int | None) -> tuple[list[LogFile], int]:
-    listing = table.list_log()
+def _commits_in_range(
+    table: TableLog, listing: LogListing, limit: int | None
+) -> tuple[list[LogFile], int]:
     latest = table.log_segment(None, listing)
     commits = sorted(
         (
@@ -133,8 +143,22 @@ def history(table: TableLog, limit: int | None = None) -> DataFrame:
     limit = arguments.optional_integer(
         "history", "limit", limit, minimum=0, what="how many of the newest commits (None: all)"
     )
+    key = _kept_key(table, limit)
+    with _kept_lock:
+        kept = _kept.get(key) if key is not None else None
+    if kept is not None and unchanged_since(table.spark, table.log_dir, kept.mark):
+        return kept.rows
+    listing = table.list_log()
+    rows = _history_rows(table, listing, limit)
+    if key is not None:
+        with _kept_lock:
+            _kept.put(key, KeptHistory(rows, LogMark.of(listing)))
+    return rows
+
+
+def _history_rows(table: TableLog, listing: LogListing, limit: int | None) -> DataFrame:
     spark = table.spark
-    commits, first_ict = _commits_in_range(table, limit)
+    commits, first_ict = _commits_in_range(table, listing, limit)
     times = monotonize([f.modification_time for f in commits])
     versions = spark.createDataFrame(
         [(f.version, t) for f, t in zip(commits, times, strict=True)],
@@ -148,6 +172,29 @@ def history(table: TableLog, limit: int | None = None) -> DataFrame:
     rows = joined.select("version", _timestamp(first_ict), *columns).orderBy(F.desc("version"))
     with malformed_commits_reported(spark, commits, table.table_root, _READ_SCHEMA):
         return materialize(rows)
+
+
+@dataclass(frozen=True)
+class KeptHistory:
+    rows: DataFrame
+    mark: LogMark
+
+
+#: How many histories a client process keeps (all sessions and tables together), least
+#: recently used out; bounded by count only. A history left behind is released on the server
+#: when its DataFrame is collected.
+MAX_KEPT_HISTORIES = 16
+_kept_lock = threading.Lock()
+_kept: LruPolicy[tuple[CacheKey, int | None], KeptHistory] = LruPolicy(
+    MAX_KEPT_HISTORIES, max_bytes=MAX_KEPT_HISTORIES, size_of=lambda _: 1, release=lambda _: None
+)
+
+
+def _kept_key(table: TableLog, limit: int | None) -> tuple[CacheKey, int | None] | None:
+    """The key of ``table``'s kept history with ``limit``; None when caching is off."""
+    if not (table.snapshot_cache and snapshot_cache.enabled_by_environment()):
+        return None
+    return snapshot_cache.table_key(table), limit
 
 
 def _commit_infos(spark: SparkSession, commits: list[LogFile]) -> DataFrame:

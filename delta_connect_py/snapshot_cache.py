@@ -1,11 +1,9 @@
 """Snapshots kept per Spark Connect session and table, checked against the log on every call.
 
 Responsibility: ``DeltaTable.snapshot()`` asks this module for its snapshot. The latest snapshot
-of a table whose log is quiet (its newest file older than the listing that last confirmed the
-cached snapshot by at least ``QUIET_LOG_MARGIN_MS``) is answered with no Spark job when no log
-file has been modified since that newest file (one ``AnalyzePlan`` request: the driver lists the
-folder, see ``plans.listing.log_file_names_modified_after``). Otherwise the log is listed (one
-job: every log file's name, size and modification time). The latest snapshot of a table
+of a table whose log is unchanged since the listing that last confirmed the cached snapshot, as
+told with no Spark job (``quiet_log``), is that snapshot. Otherwise the log is listed (one job:
+every log file's name, size and modification time). The latest snapshot of a table
 whose listed segment (checkpoint and commit files, with their sizes and modification times) is
 the one a cached snapshot was built from is that cached snapshot, whose state, protocol and
 metadata are then known without a job. A log that has only grown by commits since is answered
@@ -19,10 +17,8 @@ Invariants:
 - Nothing is trusted without a look at the log: a hit requires the same files (names, sizes,
   modification times) as when the entry was built, so a commit, a new checkpoint, a cleanup or a
   table deleted and recreated at the same path (its commit files written anew) makes a miss. The
-  check without a job sees every file written or rewritten since the newest listed one (their
-  times are later, as the listing ran ``QUIET_LOG_MARGIN_MS`` after it: the margin covers a
-  store's whole-second times and the driver's clock against the store's), not a deletion: a
-  cleanup leaves the latest state as it was, and a log folder deleted is listed again. An
+  check without a job (``quiet_log``) sees every file written or rewritten since the listing,
+  not a deletion: a cleanup leaves the latest state as it was. An
   extension requires the cached segment's newest file to be listed unchanged (the same lineage)
   and the new commits to follow it without a newer checkpoint. ``_last_checkpoint`` is only a
   hint: the segment chosen from the files is compared, not the hint. A version that the log can
@@ -50,9 +46,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 from delta_connect_py.connections import session_key
-from delta_connect_py.plans.listing import log_file_names_modified_after
-from delta_connect_py.protocol.filenames import parse_log_file
 from delta_connect_py.protocol.segment import LogSegment
+from delta_connect_py.quiet_log import LogMark, unchanged_since
 from delta_connect_py.snapshot import (
     Snapshot,
     build_snapshot,
@@ -77,9 +72,6 @@ MAX_ENTRIES_ENV = "DELTA_CONNECT_SNAPSHOT_CACHE_ENTRIES"
 MAX_BYTES_ENV = "DELTA_CONNECT_SNAPSHOT_CACHE_BYTES"
 DEFAULT_MAX_ENTRIES = 32
 DEFAULT_MAX_BYTES = 1 << 30
-#: How long after the newest log file's modification a listing must have run for later calls to
-#: look only for files modified since (see the module's invariants).
-QUIET_LOG_MARGIN_MS = 5000
 #: What an entry costs the server beyond its replayed rows (plans, small relations).
 ENTRY_OVERHEAD_BYTES = 4096
 #: Per live file, the file-name hash indexes an update's state keeps on the server.
@@ -187,23 +179,8 @@ class Entry:
     #: The segment chosen from the listing (before any retry on an earlier checkpoint): what a
     #: later listing must choose again for a hit.
     listed: LogSegment
-    #: The newest modification time among the log files of the listing that last confirmed the
-    #: entry, and the server's clock when that listing ran (None: unknown).
-    newest_modification_ms: int = 0
-    listed_at_ms: int | None = None
-
-    @property
-    def quiet(self) -> bool:
-        """Whether a file written after the confirming listing is sure to be newer than every
-        file it listed, so that a look for newer files alone can confirm the entry."""
-        return (
-            self.listed_at_ms is not None
-            and self.listed_at_ms - self.newest_modification_ms >= QUIET_LOG_MARGIN_MS
-        )
-
-
-def _entry(snapshot: Snapshot, segment: LogSegment, listing: LogListing) -> Entry:
-    return Entry(snapshot, segment, listing.newest_modification_ms, listing.listed_at_ms)
+    #: What the listing that last confirmed the entry saw of the log's recency.
+    mark: LogMark
 
 
 def estimated_server_bytes(entry: Entry) -> int:
@@ -317,10 +294,7 @@ def _unchanged_latest(table: TableLog, snapshot_partitions: int | None) -> Snaps
     with _lock:
         _drop_stopped_sessions()
         entry = _cache.peek(key)
-    if entry is None or not entry.quiet:
-        return None
-    names = log_file_names_modified_after(table.spark, table.log_dir, entry.newest_modification_ms)
-    if names is None or any(parse_log_file(name, 0, 0) is not None for name in names):
+    if entry is None or not unchanged_since(table.spark, table.log_dir, entry.mark):
         return None
     with _lock:
         if _cache.get(key) is not entry:  # replaced or evicted meanwhile
@@ -355,8 +329,14 @@ def snapshot_for(
             extended = cached.snapshot.extended_to(segment)
         snapshot = extended or build_snapshot(table, segment, listing, snapshot_partitions)
     with _lock:
-        _cache.put(key, _entry(snapshot, segment, listing), keep=_keeps_state)
+        _cache.put(key, Entry(snapshot, segment, LogMark.of(listing)), keep=_keeps_state)
     return snapshot
+
+
+def table_key(table: TableLog) -> CacheKey:
+    """The key of ``table``'s latest snapshot: also what other per-table caches of the session
+    key by (the session, the server-side session, the table and its storage options)."""
+    return _key(table, None, None)
 
 
 def _key(table: TableLog, version: int | None, snapshot_partitions: int | None) -> CacheKey:

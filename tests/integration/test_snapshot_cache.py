@@ -369,3 +369,26 @@ def test_a_change_to_a_quiet_log_is_seen(
     assert len(listings) == 2
     assert changed is not quiet
     _assert_like_delta_rs(spark, root, changed)
+
+
+def test_history_of_a_quiet_unchanged_log_is_kept(
+    spark: Any, tmp_path: Path, listings: list[str]
+) -> None:
+    root = tmp_path / "t"
+    _new_table(root)
+    _append(root, 2)
+    _age_log(root)
+    table = DeltaTable.for_path(spark, str(root))
+    first = table.history()
+    assert [row["version"] for row in first.collect()] == [1, 0]
+    assert table.history() is first
+    assert DeltaTable.for_path(spark, str(root)).history() is first
+    assert len(listings) == 1
+    newest = table.history(limit=1)  # another limit, another result
+    assert [row["version"] for row in newest.collect()] == [1]
+    assert len(listings) == 2
+    _append(root, 3)
+    assert [row["version"] for row in table.history().collect()] == [2, 1, 0]
+    assert len(listings) == 3
+    uncached = DeltaTable.for_path(spark, str(root), snapshot_cache=False)
+    assert uncached.history() is not uncached.history()

@@ -1,0 +1,67 @@
+"""Telling, with no Spark job, that a table's log is still as a listing saw it.
+
+Responsibility: :class:`LogMark`, what a listing saw of how recent a log is (the newest
+modification time among its log files, and the server's clock when the listing ran), and
+:func:`unchanged_since`, one ``AnalyzePlan`` request and no Spark job that tells whether any log
+file was modified after a quiet mark's newest file (the driver lists ``_delta_log`` while
+analysing a ``binaryFile`` read, see ``plans.listing.log_file_names_modified_after``). The caches
+of snapshots and of history answer from a mark that is unchanged.
+
+Invariants:
+
+- Only a quiet mark is checked this way: one whose listing ran at least ``QUIET_LOG_MARGIN_MS``
+  after its newest file was modified, so that a file written after the listing is sure to carry
+  a later time (the margin covers stores whose times have whole seconds, S3's, and the driver's
+  clock against the store's). A mark that is not quiet is never "unchanged": the caller lists.
+- A commit, a checkpoint, a rewritten file or a table deleted and recreated at the same path
+  writes newer files, and is seen. A deleted file is not (a cleanup leaves the latest state as
+  it was); a deleted ``_delta_log`` counts as changed. A file written with a time older than
+  the mark's newest (a copy that keeps its times) is not seen until the log is listed again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from delta_connect_py.plans.listing import log_file_names_modified_after
+from delta_connect_py.protocol.filenames import parse_log_file
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from delta_connect_py.plans.listing import LogListing
+
+#: How long after the newest log file's modification a listing must have run for a later look
+#: for newer files alone to tell that nothing changed.
+QUIET_LOG_MARGIN_MS = 5000
+
+
+@dataclass(frozen=True)
+class LogMark:
+    """The newest modification time among a listing's log files (0: none), and the server's
+    clock when that listing ran (None: unknown)."""
+
+    newest_modification_ms: int
+    listed_at_ms: int | None
+
+    @classmethod
+    def of(cls, listing: LogListing) -> LogMark:
+        return cls(listing.newest_modification_ms, listing.listed_at_ms)
+
+    @property
+    def quiet(self) -> bool:
+        """Whether a file written after the listing is sure to be newer than every file listed."""
+        return (
+            self.listed_at_ms is not None
+            and self.listed_at_ms - self.newest_modification_ms >= QUIET_LOG_MARGIN_MS
+        )
+
+
+def unchanged_since(spark: SparkSession, log_dir: str, mark: LogMark) -> bool:
+    """Whether ``log_dir`` has no log file modified after ``mark``'s newest (one request, no
+    job); False without asking when ``mark`` is not quiet."""
+    if not mark.quiet:
+        return False
+    names = log_file_names_modified_after(spark, log_dir, mark.newest_modification_ms)
+    return names is not None and not any(parse_log_file(name, 0, 0) is not None for name in names)
