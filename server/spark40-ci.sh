@@ -43,6 +43,8 @@ subset=(
     tests/integration/test_checkpoint.py::test_without_observed_metrics_the_state_query_counts_the_checkpoint
     tests/integration/test_cdf.py
     tests/integration/test_history.py
+    tests/integration/test_snapshot_cache.py::test_a_quiet_unchanged_log_is_answered_without_listing_it
+    tests/integration/test_snapshot_cache.py::test_a_change_to_a_quiet_log_is_seen
 )
 
 phase() { echo "== spark40-ci: $* ($SECONDS s)"; }

@@ -303,6 +303,7 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return listed
 
 
+@pytest.mark.cluster
 def test_a_quiet_unchanged_log_is_answered_without_listing_it(
     spark: Any, tmp_path: Path, listings: list[str]
 ) -> None:
@@ -337,6 +338,7 @@ def test_a_young_log_is_listed_until_it_is_quiet(
     assert len(listings) == 3
 
 
+@pytest.mark.cluster
 @pytest.mark.parametrize(
     "change",
     ["commit", "checkpoint", "recreated with the same file names", "log folder deleted"],
