@@ -287,7 +287,7 @@ class ReconstructedState:
                 to_probe.append(state.key_index)
         if state.replayed_index is None:
             frame = _file_name_hashes(state.replayed)
-            replayed_index, found = _index_observing_hits(frame, hashes)
+            replayed_index, found = _index_observing_hits(frame, hashes, reads_files=False)
             state = dataclasses.replace(state, replayed_index=replayed_index)
             hit = hit or bool(found)
             if found is None:
@@ -316,7 +316,8 @@ class ReconstructedState:
             hashes = [_file_name_hashes(frame) for frame in state.checkpoint.frames]
             state = dataclasses.replace(state, key_index=materialize(union_all(hashes)))
         if state.replayed_index is None:
-            replayed_index = materialize(_file_name_hashes(state.replayed))
+            # Read from the replay kept on the server: no log file is read.
+            replayed_index = materialize(_file_name_hashes(state.replayed), reads_files=False)
             state = dataclasses.replace(state, replayed_index=replayed_index)
         return state
 
@@ -401,15 +402,16 @@ MAX_OBSERVED_HASHES = 1000
 
 
 def _index_observing_hits(
-    hashes_frame: DataFrame, hashes: tuple[int, ...]
+    hashes_frame: DataFrame, hashes: tuple[int, ...], reads_files: bool = True
 ) -> tuple[DataFrame, bool | None]:
     """``hashes_frame`` kept on the server as a key index, and whether it holds one of
-    ``hashes``, observed by the same job (None when the server returned no metrics)."""
+    ``hashes``, observed by the same job (None when the server returned no metrics); see
+    ``materialize`` for ``reads_files``."""
     if not hashes:
-        return materialize(hashes_frame), False
+        return materialize(hashes_frame, reads_files=reads_files), False
     found = F.max(F.col(_NAME_HASH).isin(list(hashes)))
     index, metrics = materialize_observed(
-        hashes_frame, [F.coalesce(found, F.lit(False)).alias("hit")]
+        hashes_frame, [F.coalesce(found, F.lit(False)).alias("hit")], reads_files=reads_files
     )
     if metrics is None:
         return index, None
