@@ -19,7 +19,8 @@ observed metrics, returned with the job). The sums of the rows outside ``updates
 earlier state query counted (``base_sums``: the checkpoint's rows and the first replay's) still
 stand when no key of ``updates`` is in the checkpoint or the first replay: that is one small job
 probing hashes of their file names (``key_index`` and ``replayed_index``, kept on the
-server). An append adds new files, so a polling loop over an
+server), for the hashes of the updates' file names that their replay observed (the first
+replay's too, when it was small: then its names are checked on the client, no job). An append adds new files, so a polling loop over an
 appended table takes that path. A commit that removes or rewrites an earlier file makes the full
 query run (so do tombstones expiring); its sums leave out the rows that ``updates`` supersedes,
 so later updates probe only the keys ``updates`` has gained since (``counted_updates``).
@@ -47,6 +48,8 @@ state's rows outside ``updates`` (the checkpoint rows no replayed key has, and t
 sums stay exact while every key of ``updates`` that ``counted_updates`` has not (compared as file
 keys) misses the file name hashes of the checkpoint and of ``replayed``; a fold adds the folded
 replay's observed sums to them after probing its keys so, and drops them when a key hits.
+``update_hashes`` and ``replayed_hashes``, where known, are exactly the file name hashes of the
+file actions of ``updates`` and ``replayed``.
 ``observed`` is the observation of the newest replay, under the retention of the snapshot that
 replayed it, which is this one. Equal file keys have equal file name hashes (see the partition
 key), so such a key always hits; a hit for any other reason only costs the full query.
@@ -191,6 +194,10 @@ class ReconstructedState:
     #: probe then needs no job to find them (``probed``); None when unknown or more than
     #: ``MAX_OBSERVED_HASHES``.
     update_hashes: tuple[int, ...] | None = None
+    #: Likewise the file name hashes of every file action of ``replayed``, observed by the
+    #: replay that made it when that was one partition: then ``probed`` checks them on the
+    #: client and needs no ``replayed_index``.
+    replayed_hashes: frozenset[int] | None = None
 
     def with_keys_checked(self) -> ReconstructedState:
         """This state with ``plain_keys`` known (one small job over the replay when unknown)."""
@@ -266,7 +273,9 @@ class ReconstructedState:
         With the updates' file name hashes known (``update_hashes``), an index built now
         observes its own hits in the job that builds it, and the indexes built before are
         probed with a filter on those hashes: one job with no exchange, where the join with the
-        broadcast updates ran three (a small table after a new commit: 4 jobs down to 1).
+        broadcast updates ran three (a small table after a new commit: 4 jobs down to 1). With
+        ``replayed_hashes`` known too, ``replayed`` is probed on the client (no job at all
+        without a checkpoint).
         """
         hashes = self._uncounted_update_hashes()
         if hashes is None:
@@ -285,7 +294,9 @@ class ReconstructedState:
                     to_probe.append(key_index)
             else:
                 to_probe.append(state.key_index)
-        if state.replayed_index is None:
+        if state.replayed_hashes is not None:
+            hit = hit or not state.replayed_hashes.isdisjoint(hashes)
+        elif state.replayed_index is None:
             frame = _file_name_hashes(state.replayed)
             replayed_index, found = _index_observing_hits(frame, hashes, reads_files=False)
             state = dataclasses.replace(state, replayed_index=replayed_index)
@@ -446,17 +457,21 @@ def reconstruct(
             check_read_from_log(frame, config.log_dir)
         to_replay = [actions.checkpoint.non_file_rows(), *to_replay]
     partitions = num_partitions or partitions_for(actions.commit_bytes)
+    # A small replay's file names are observed as it runs (see ``probed``).
+    observe_hashes = actions.commit_bytes <= BYTES_PER_PARTITION
     if actions.checkpoint is not None:
+        replayed, hashes = _replayed(to_replay, config, partitions, observe_hashes)
         return ReconstructedState(
             checkpoint=actions.checkpoint,
-            replayed=_replayed(to_replay, config, partitions),
+            replayed=replayed,
             table_root=config.table_root,
             replayed_bytes=actions.commit_bytes,
+            replayed_hashes=None if hashes is None else frozenset(hashes),
         )
     # Without a checkpoint the replay's rows are the whole state: the job that replays them
     # also counts them (observed metrics), and computedState needs no query of its own
     # (a 10-file table: 2 of 6 jobs, about 0.5 s).
-    replayed, observed, _ = _replayed_observed(to_replay, config, partitions)
+    replayed, observed, hashes = _replayed_observed(to_replay, config, partitions, observe_hashes)
     return ReconstructedState(
         checkpoint=None,
         replayed=replayed,
@@ -466,6 +481,7 @@ def reconstruct(
         base_sums=None if observed is None else observed.sums,
         observed=observed,
         observed_in_base=True,
+        replayed_hashes=None if hashes is None else frozenset(hashes),
     )
 
 
@@ -570,13 +586,25 @@ def folded(
         counted_updates=None,
         replayed_index=_folded_index(state) if base_sums is not None else None,
         update_hashes=None,
+        replayed_hashes=_folded_hashes(state),
     )
 
 
-def _folded_index(state: ReconstructedState) -> DataFrame:
+def _folded_hashes(state: ReconstructedState) -> frozenset[int] | None:
+    """``replayed_hashes`` once ``updates`` is folded into ``replayed``: both replays' file
+    names (a replay keeps every key it saw), when both are known and within the bound."""
+    if state.replayed_hashes is None or state.update_hashes is None:
+        return None
+    hashes = state.replayed_hashes.union(state.update_hashes)
+    return hashes if len(hashes) <= MAX_OBSERVED_HASHES else None
+
+
+def _folded_index(state: ReconstructedState) -> DataFrame | None:
     """``replayed_index`` once ``updates`` is folded into ``replayed``: a replay keeps every
     key it saw (tombstones included), so the folded replay's keys are both replays' keys."""
-    assert state.replayed_index is not None and state.updates is not None
+    if state.replayed_index is None:  # never built (``replayed_hashes`` served): built on demand
+        return None
+    assert state.updates is not None
     return materialize(state.replayed_index.unionByName(_file_name_hashes(state.updates)))
 
 
@@ -585,10 +613,19 @@ def _key_not_plain() -> Column:
     return ~is_plain_path(action_path()) | has_deletion_vector()
 
 
-def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int) -> DataFrame:
+def _replayed(
+    to_replay: list[DataFrame], config: ReplayConfig, partitions: int, observe_hashes: bool
+) -> tuple[DataFrame, tuple[int, ...] | None]:
     """The replay of ``to_replay``, run now and kept on the server, every tombstone and txn kept
-    (retention is applied by ``ReconstructedState``'s queries)."""
-    return materialize(_replay_keeping_all(to_replay, config, partitions), INTERPRETED_CONF)
+    (retention is applied by ``ReconstructedState``'s queries); with ``observe_hashes``, also
+    its file actions' file name hashes, observed by the same job (see ``_replayed_observed``)."""
+    replay_rows = _replay_keeping_all(to_replay, config, partitions)
+    if not observe_hashes:
+        return materialize(replay_rows, INTERPRETED_CONF), None
+    replayed, metrics = materialize_observed(
+        replay_rows, [_file_name_hash_aggregation()], INTERPRETED_CONF
+    )
+    return replayed, None if metrics is None else _observed_hashes(metrics)
 
 
 def _replay_keeping_all(
@@ -611,10 +648,7 @@ def _replayed_observed(
     ``MAX_OBSERVED_HASHES`` (else None)."""
     aggregations = layer_aggregations(retained(config), F.when(is_file_action(), _key_not_plain()))
     if observe_hashes:
-        # Sorted: observed metrics must be deterministic. One more than the bound, to tell a
-        # full list from a cut one.
-        names = F.sort_array(F.collect_set(F.when(is_file_action(), _file_name_hash())))
-        aggregations.append(F.slice(names, 1, MAX_OBSERVED_HASHES + 1).alias(_OBSERVED_HASHES))
+        aggregations.append(_file_name_hash_aggregation())
     replayed, metrics = materialize_observed(
         _replay_keeping_all(to_replay, config, partitions), aggregations, INTERPRETED_CONF
     )
@@ -625,6 +659,14 @@ def _replayed_observed(
 
 
 _OBSERVED_HASHES = "fileNameHashes"
+
+
+def _file_name_hash_aggregation() -> Column:
+    """The file name hashes of the rows' file actions, at most one more than
+    ``MAX_OBSERVED_HASHES`` (to tell a full list from a cut one); sorted, as observed metrics
+    must be deterministic."""
+    names = F.sort_array(F.collect_set(F.when(is_file_action(), _file_name_hash())))
+    return F.slice(names, 1, MAX_OBSERVED_HASHES + 1).alias(_OBSERVED_HASHES)
 
 
 def _observed_hashes(metrics: dict[str, Any]) -> tuple[int, ...] | None:

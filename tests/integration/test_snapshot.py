@@ -656,5 +656,7 @@ def test_an_update_probes_the_earlier_rows_by_its_observed_file_names(
             assert snapshot.previous is not None
             observed = snapshot._reconstructed.update_hashes
             assert (observed is None) is (bound == 1)
+            # The first replay's names (one file) were observed as it ran: checked on the client.
+            assert snapshot._reconstructed.replayed_hashes is not None
             assert snapshot.state == snapshot_of(table).state
     assert snapshot.state.num_of_files == 3 and snapshot.state.num_of_removes == 1
