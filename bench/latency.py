@@ -424,7 +424,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trace", action="store_true", help="each call's RPCs in order and its jobs' names"
     )
-    parser.add_argument("--calls", help="only these of our calls (comma-separated)")
+    parser.add_argument(
+        "--calls", help="only the calls of these names, any reader's (comma-separated)"
+    )
     args = parser.parse_args(argv)
     tables = [tuple(t.split("=", 1)) for t in args.table]
     readers = args.readers.split(",")
@@ -459,17 +461,15 @@ def main(argv: list[str] | None = None) -> int:
                 for name, source in tables:
                     with_data = has_data_files(source)
                     if "ours" in readers:
-                        ours = our_calls(spark, with_data)
-                        if args.calls:
-                            ours = {c: ours[c] for c in args.calls.split(",")}
-                        bench.run_reader(name, source, "ours", ours, phases)
+                        calls = chosen(our_calls(spark, with_data), args.calls)
+                        bench.run_reader(name, source, "ours", calls, phases)
                     if args.counts_only:
                         continue
                     if "delta-spark" in readers:
-                        calls = delta_spark_calls(spark, with_data)
+                        calls = chosen(delta_spark_calls(spark, with_data), args.calls)
                         bench.run_reader(name, source, "delta-spark", calls, phases)
                     if "delta-rs" in readers:
-                        calls = delta_rs_calls(with_data)
+                        calls = chosen(delta_rs_calls(with_data), args.calls)
                         bench.run_reader(name, source, "delta-rs", calls, phases)
             for case in bench.cases.values():
                 print(json.dumps(case.line()), flush=True)
@@ -479,6 +479,16 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.stop()
     return 0
+
+
+def chosen(
+    calls: dict[str, Callable[[str], Any]], names: str | None
+) -> dict[str, Callable[[str], Any]]:
+    """The ``calls`` named in ``names`` (comma-separated; None: all)."""
+    if names is None:
+        return calls
+    wanted = names.split(",")
+    return {name: call for name, call in calls.items() if name in wanted}
 
 
 def report_targets(bench: Bench, names: list[str]) -> None:
