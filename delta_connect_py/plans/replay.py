@@ -20,10 +20,11 @@ earlier state query counted (``base_sums``: the checkpoint's rows and the first 
 stand when no key of ``updates`` is in the checkpoint or the first replay: that is one small job
 probing hashes of their file names (``key_index`` and ``replayed_index``, kept on the
 server), for the hashes of the updates' file names that their replay observed (the first
-replay's too, when it was small: then its names are checked on the client, no job). An append adds new files, so a polling loop over an
-appended table takes that path. A commit that removes or rewrites an earlier file makes the full
-query run (so do tombstones expiring); its sums leave out the rows that ``updates`` supersedes,
-so later updates probe only the keys ``updates`` has gained since (``counted_updates``).
+replay's too, when it was small: then its names are checked on the client, no job). An append
+adds new files, so a polling loop over an appended table takes that path. A commit that
+removes or rewrites an earlier file makes the full query run (so do tombstones expiring); its
+sums leave out the rows that ``updates`` supersedes, so later updates probe only the keys
+``updates`` has gained since (``counted_updates``).
 
 Invariants: the partition key is a function of the file name that is equal for any two paths whose
 canonical keys are equal (the lower-cased last path segment: canonicalization only changes
@@ -138,16 +139,19 @@ def partitions_for(input_bytes: int, maximum: int = DEFAULT_SNAPSHOT_PARTITIONS)
     return max(1, min(maximum, math.ceil(input_bytes / BYTES_PER_PARTITION)))
 
 
-def replay(actions: DataFrame, config: ReplayConfig, num_partitions: int) -> DataFrame:
+def replay(
+    actions: DataFrame, config: ReplayConfig, num_partitions: int, small_input: bool = False
+) -> DataFrame:
     """The replayed state of ``actions``: one action per row, as a checkpoint holds it.
 
-    Into one partition, the rows are coalesced rather than shuffled: every key meets in it all
-    the same, and without an exchange the replay is one Spark job instead of two (a small
-    table's replay, cold or after a new commit: one job and 0.05-0.15 s fewer).
+    Into one partition, rows read from a ``small_input`` (one partition's worth of bytes) are
+    coalesced rather than shuffled: every key meets in it all the same, and without an
+    exchange the replay is one Spark job instead of two (a small table's replay, cold or after
+    a new commit). A large input is still read by many tasks and shuffled.
     """
     partitioned = (
         actions.coalesce(1)
-        if num_partitions == 1
+        if num_partitions == 1 and small_input
         else actions.repartition(num_partitions, partition_key())
     )
     return map_in_arrow(partitioned, partial(replay_partition, config), STATE_SPARK_SCHEMA)
@@ -459,8 +463,9 @@ def reconstruct(
     partitions = num_partitions or partitions_for(actions.commit_bytes)
     # A small replay's file names are observed as it runs (see ``probed``).
     observe_hashes = actions.commit_bytes <= BYTES_PER_PARTITION
+    small = actions.commit_bytes + actions.checkpoint_bytes <= BYTES_PER_PARTITION
     if actions.checkpoint is not None:
-        replayed, hashes = _replayed(to_replay, config, partitions, observe_hashes)
+        replayed, hashes = _replayed(to_replay, config, partitions, observe_hashes, small)
         return ReconstructedState(
             checkpoint=actions.checkpoint,
             replayed=replayed,
@@ -471,7 +476,9 @@ def reconstruct(
     # Without a checkpoint the replay's rows are the whole state: the job that replays them
     # also counts them (observed metrics), and computedState needs no query of its own
     # (a 10-file table: 2 of 6 jobs, about 0.5 s).
-    replayed, observed, hashes = _replayed_observed(to_replay, config, partitions, observe_hashes)
+    replayed, observed, hashes = _replayed_observed(
+        to_replay, config, partitions, observe_hashes, small
+    )
     return ReconstructedState(
         checkpoint=None,
         replayed=replayed,
@@ -525,8 +532,12 @@ def reconstruct_after(
     )
     update_bytes = previous.update_bytes + actions.commit_bytes
     partitions = num_partitions or partitions_for(update_bytes)
+    # The carried rows are the small ``updates``, or a scan of the first replay.
+    small = update_bytes <= BYTES_PER_PARTITION and (
+        previous.updates is not None or previous.replayed_bytes <= BYTES_PER_PARTITION
+    )
     updates, observed, hashes = _replayed_observed(
-        [carried_rows, actions.commits], config, partitions, observe_hashes=True
+        [carried_rows, actions.commits], config, partitions, True, small
     )
     updated = dataclasses.replace(
         previous,
@@ -614,12 +625,16 @@ def _key_not_plain() -> Column:
 
 
 def _replayed(
-    to_replay: list[DataFrame], config: ReplayConfig, partitions: int, observe_hashes: bool
+    to_replay: list[DataFrame],
+    config: ReplayConfig,
+    partitions: int,
+    observe_hashes: bool,
+    small_input: bool,
 ) -> tuple[DataFrame, tuple[int, ...] | None]:
     """The replay of ``to_replay``, run now and kept on the server, every tombstone and txn kept
     (retention is applied by ``ReconstructedState``'s queries); with ``observe_hashes``, also
     its file actions' file name hashes, observed by the same job (see ``_replayed_observed``)."""
-    replay_rows = _replay_keeping_all(to_replay, config, partitions)
+    replay_rows = _replay_keeping_all(to_replay, config, partitions, small_input)
     if not observe_hashes:
         return materialize(replay_rows, INTERPRETED_CONF), None
     replayed, metrics = materialize_observed(
@@ -629,18 +644,22 @@ def _replayed(
 
 
 def _replay_keeping_all(
-    to_replay: list[DataFrame], config: ReplayConfig, partitions: int
+    to_replay: list[DataFrame], config: ReplayConfig, partitions: int, small_input: bool
 ) -> DataFrame:
     """The replay of ``to_replay`` with every tombstone and txn kept (retention is applied by
     ``ReconstructedState``'s queries)."""
     keep_all = dataclasses.replace(
         config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
     )
-    return replay(union_all(to_replay), keep_all, partitions)
+    return replay(union_all(to_replay), keep_all, partitions, small_input)
 
 
 def _replayed_observed(
-    to_replay: list[DataFrame], config: ReplayConfig, partitions: int, observe_hashes: bool = False
+    to_replay: list[DataFrame],
+    config: ReplayConfig,
+    partitions: int,
+    observe_hashes: bool,
+    small_input: bool,
 ) -> tuple[DataFrame, ObservedLayer | None, tuple[int, ...] | None]:
     """``_replayed``, and the state's aggregations over its rows under ``config``'s retention,
     observed by the same job (None when the server returned none); with ``observe_hashes``,
@@ -650,7 +669,9 @@ def _replayed_observed(
     if observe_hashes:
         aggregations.append(_file_name_hash_aggregation())
     replayed, metrics = materialize_observed(
-        _replay_keeping_all(to_replay, config, partitions), aggregations, INTERPRETED_CONF
+        _replay_keeping_all(to_replay, config, partitions, small_input),
+        aggregations,
+        INTERPRETED_CONF,
     )
     if metrics is None:
         return replayed, None, None
