@@ -31,6 +31,10 @@ cost), ``all_files()`` (collected), ``to_df()`` (collected; tables with data fil
 ``history()`` (collected), and ``snapshot().state`` as one call, the number compared with
 delta-spark's ``DESCRIBE DETAIL`` and delta-rs's ``DeltaTable(path)`` with its add actions.
 
+``--calls`` keeps the calls of those names (any reader's: ``--calls 'snapshot().state,DESCRIBE
+DETAIL'``); ``--trace`` adds to each line the RPCs in the order sent, each with the innermost
+functions of ours that sent it and the Spark jobs run before the next RPC, and the jobs' names.
+
 Targets checked at the end: the small table's cold ``snapshot().state`` at most 2.0x
 delta-spark's first ``DESCRIBE DETAIL``; S cold at most 1.0x delta-rs.
 """
