@@ -647,7 +647,8 @@ def test_an_update_probes_the_earlier_rows_by_its_observed_file_names(
     snapshot = table.snapshot()
     first_file = next(iter(_files(snapshot)))
     assert snapshot.state.num_of_files == 1
-    remove = {"remove": {"path": first_file, "deletionTimestamp": 1, "dataChange": True}}
+    deleted_at = int(time.time() * 1000)
+    remove = {"remove": {"path": first_file, "deletionTimestamp": deleted_at, "dataChange": True}}
     steps = [[_add("a.parquet"), _add("b.parquet")], [remove], [_add("c.parquet")]]
     with mock.patch.object(replay, "MAX_OBSERVED_HASHES", bound):
         for version, actions in enumerate(steps, start=1):
