@@ -31,6 +31,10 @@ cost), ``all_files()`` (collected), ``to_df()`` (collected; tables with data fil
 ``history()`` (collected), and ``snapshot().state`` as one call, the number compared with
 delta-spark's ``DESCRIBE DETAIL`` and delta-rs's ``DeltaTable(path)`` with its add actions.
 
+``--calls`` keeps the calls of those names (any reader's: ``--calls 'snapshot().state,DESCRIBE
+DETAIL'``); ``--trace`` adds to each line the RPCs in the order sent, each with the innermost
+functions of ours that sent it and the Spark jobs run before the next RPC, and the jobs' names.
+
 Targets checked at the end: the small table's cold ``snapshot().state`` at most 2.0x
 delta-spark's first ``DESCRIBE DETAIL``; S cold at most 1.0x delta-rs.
 """
@@ -47,6 +51,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -90,6 +95,10 @@ class RpcCounter:
 
     counts: collections.Counter[str] = field(default_factory=collections.Counter)
     seconds: collections.Counter[str] = field(default_factory=collections.Counter)
+    #: With ``--trace``: each waited-for RPC in the order sent, with our innermost calls that
+    #: sent it, and the Spark jobs issued before it (so the jobs between two RPCs are known).
+    sequence: list[dict[str, Any]] = field(default_factory=list)
+    jobs: JobCounter | None = None
 
     def install(self, spark: Any) -> None:
         client = spark.client
@@ -116,12 +125,25 @@ class _CountingStub:
         def call(request: Any, *args: Any, **kwargs: Any) -> Any:
             label = _rpc_label(name, request)
             counter.counts[label] += 1
+            if counter.jobs is not None and name not in ASYNC_RPCS:
+                issued = counter.jobs.issued()
+                counter.sequence.append({"rpc": label, "by": _our_callers(), "issued": issued})
             started = time.perf_counter()
             result = target(request, *args, **kwargs)
             counter.seconds[label] += time.perf_counter() - started
             return result
 
         return call
+
+
+def _our_callers(depth: int = 4) -> str:
+    """The innermost ``delta_connect_py`` functions on the stack, innermost first."""
+    frames = [
+        f"{Path(frame.filename).stem}.{frame.name}"
+        for frame in traceback.extract_stack()
+        if "/delta_connect_py/" in frame.filename
+    ]
+    return " < ".join(reversed(frames[-depth:]))
 
 
 class JobCounter:
@@ -135,6 +157,16 @@ class JobCounter:
     def _get(self, path: str) -> Any:
         with urllib.request.urlopen(self.ui_url + path, timeout=120) as response:
             return json.loads(response.read())
+
+    def described(self, first: int, end: int) -> list[str]:
+        """The names (description, else call site) of jobs ``first`` to ``end - 1``."""
+        jobs = self._get(f"/api/v1/applications/{self.app}/jobs")
+        ours = sorted(
+            (job for job in jobs if first <= job["jobId"] < end), key=lambda j: j["jobId"]
+        )
+        return [
+            str(job.get("description") or job.get("name")).splitlines()[0][:160] for job in ours
+        ]
 
     def issued(self) -> int:
         """Job ids issued so far, once the UI's listener has caught up (two equal reads)."""
@@ -153,6 +185,8 @@ class JobCounter:
 class Meter:
     rpcs: RpcCounter
     jobs: JobCounter | None
+    #: Also record each call's RPCs in order and its jobs' names (``--trace``).
+    trace: bool = False
 
     @contextlib.contextmanager
     def measure(self) -> Iterator[dict[str, Any]]:
@@ -160,6 +194,7 @@ class Meter:
         out: dict[str, Any] = {}
         jobs_before = self.jobs.issued() if self.jobs else None
         rpcs_before = self.rpcs.snapshot()
+        sequence_start = len(self.rpcs.sequence)
         started = time.perf_counter()
         yield out
         out["seconds"] = time.perf_counter() - started
@@ -167,7 +202,17 @@ class Meter:
         out["rpcs"] = sum(n for k, n in rpcs.items() if k.split(":")[0] not in ASYNC_RPCS)
         out["rpc_kinds"] = dict(sorted(rpcs.items()))
         if self.jobs is not None and jobs_before is not None:
-            out["jobs"] = self.jobs.issued() - jobs_before
+            jobs_after = self.jobs.issued()
+            out["jobs"] = jobs_after - jobs_before
+            if self.trace:
+                out["job_names"] = self.jobs.described(jobs_before, jobs_after)
+        if self.trace and self.jobs is not None:
+            sent = self.rpcs.sequence[sequence_start:]
+            ends = [rpc["issued"] for rpc in sent[1:]] + [self.jobs.issued()]
+            out["rpc_sequence"] = [
+                f"{rpc['rpc']} [{end - rpc['issued']} jobs] by {rpc['by']}"
+                for rpc, end in zip(sent, ends, strict=True)
+            ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -287,7 +332,7 @@ class Case:
             "median_s": round(statistics.median(self.seconds), 4) if self.seconds else None,
             "rounds_s": [round(s, 4) for s in self.seconds],
         }
-        for key in ("jobs", "rpcs", "rpc_kinds", "error"):
+        for key in ("jobs", "rpcs", "rpc_kinds", "job_names", "rpc_sequence", "error"):
             if key in self.last:
                 out[key] = self.last[key]
         return out
@@ -380,6 +425,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--remote", help="a running server (with delta-spark) instead")
     parser.add_argument("--ui", help="its Spark UI, for job counts (with --remote)")
     parser.add_argument("--readers", default="ours,delta-spark,delta-rs")
+    parser.add_argument(
+        "--trace", action="store_true", help="each call's RPCs in order and its jobs' names"
+    )
+    parser.add_argument(
+        "--calls", help="only the calls of these names, any reader's (comma-separated)"
+    )
     args = parser.parse_args(argv)
     tables = [tuple(t.split("=", 1)) for t in args.table]
     readers = args.readers.split(",")
@@ -397,7 +448,9 @@ def main(argv: list[str] | None = None) -> int:
         spark = SparkSession.builder.remote(remote).create()
         rpcs = RpcCounter()
         rpcs.install(spark)
-        meter = Meter(rpcs, JobCounter(ui) if ui else None)
+        meter = Meter(rpcs, JobCounter(ui) if ui else None, trace=args.trace)
+        if args.trace:
+            rpcs.jobs = meter.jobs
         with tempfile.TemporaryDirectory(prefix="latency-bench-") as scratch:
             bench = Bench(spark, meter, Path(scratch))
             with meter.measure() as first:
@@ -412,14 +465,15 @@ def main(argv: list[str] | None = None) -> int:
                 for name, source in tables:
                     with_data = has_data_files(source)
                     if "ours" in readers:
-                        bench.run_reader(name, source, "ours", our_calls(spark, with_data), phases)
+                        calls = chosen(our_calls(spark, with_data), args.calls)
+                        bench.run_reader(name, source, "ours", calls, phases)
                     if args.counts_only:
                         continue
                     if "delta-spark" in readers:
-                        calls = delta_spark_calls(spark, with_data)
+                        calls = chosen(delta_spark_calls(spark, with_data), args.calls)
                         bench.run_reader(name, source, "delta-spark", calls, phases)
                     if "delta-rs" in readers:
-                        calls = delta_rs_calls(with_data)
+                        calls = chosen(delta_rs_calls(with_data), args.calls)
                         bench.run_reader(name, source, "delta-rs", calls, phases)
             for case in bench.cases.values():
                 print(json.dumps(case.line()), flush=True)
@@ -429,6 +483,16 @@ def main(argv: list[str] | None = None) -> int:
         if server is not None:
             server.stop()
     return 0
+
+
+def chosen(
+    calls: dict[str, Callable[[str], Any]], names: str | None
+) -> dict[str, Callable[[str], Any]]:
+    """The ``calls`` named in ``names`` (comma-separated; None: all)."""
+    if names is None:
+        return calls
+    wanted = names.split(",")
+    return {name: call for name, call in calls.items() if name in wanted}
 
 
 def report_targets(bench: Bench, names: list[str]) -> None:

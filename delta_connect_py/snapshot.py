@@ -396,9 +396,9 @@ class Snapshot:
             base, observed = reconstructed.base_sums, reconstructed.observed
             assert base is not None and observed is not None
             return observed.state(base, reconstructed.observed_in_base, self.version)
-        indexed = reconstructed.with_key_indexes()
+        indexed, missed = reconstructed.probed()
         self.__dict__["_reconstructed"] = indexed
-        if not indexed.updates_miss_base():
+        if not missed:
             return None
         assert indexed.base_sums is not None and indexed.observed is not None
         return indexed.observed.state(

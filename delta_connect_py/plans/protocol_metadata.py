@@ -237,8 +237,13 @@ def protocol_and_metadata(
             return from_checksum
     if previous is not None:
         segment = dataclasses.replace(segment, checkpoint=None)
+    # Commits of a local log are read by Python tasks, not by Spark's file sources: without a
+    # checkpoint to read, no setting of LOG_READ_CONF applies (4 config requests fewer).
+    reads_files = segment.checkpoint is not None or not all(
+        commit.path.startswith("file:") for commit in segment.commits
+    )
     with malformed_commits_reported(spark, segment.commits, log_dir, PM_LINE_SCHEMA):
-        rows = collect(_log_rows(spark, segment, log_dir))
+        rows = collect(_log_rows(spark, segment, log_dir), reads_files=reads_files)
     rows = sorted(rows, key=lambda r: r[VERSION_COLUMN])
     protocol: dict[str, Any] | None = None if previous is None else previous.protocol.to_action()
     metadata: dict[str, Any] | None = None if previous is None else previous.metadata.to_action()

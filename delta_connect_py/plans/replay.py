@@ -19,10 +19,12 @@ observed metrics, returned with the job). The sums of the rows outside ``updates
 earlier state query counted (``base_sums``: the checkpoint's rows and the first replay's) still
 stand when no key of ``updates`` is in the checkpoint or the first replay: that is one small job
 probing hashes of their file names (``key_index`` and ``replayed_index``, kept on the
-server). An append adds new files, so a polling loop over an
-appended table takes that path. A commit that removes or rewrites an earlier file makes the full
-query run (so do tombstones expiring); its sums leave out the rows that ``updates`` supersedes,
-so later updates probe only the keys ``updates`` has gained since (``counted_updates``).
+server), for the hashes of the updates' file names that their replay observed (the first
+replay's too, when it was small: then its names are checked on the client, no job). An append
+adds new files, so a polling loop over an appended table takes that path. A commit that
+removes or rewrites an earlier file makes the full query run (so do tombstones expiring); its
+sums leave out the rows that ``updates`` supersedes, so later updates probe only the keys
+``updates`` has gained since (``counted_updates``).
 
 Invariants: the partition key is a function of the file name that is equal for any two paths whose
 canonical keys are equal (the lower-cased last path segment: canonicalization only changes
@@ -47,6 +49,8 @@ state's rows outside ``updates`` (the checkpoint rows no replayed key has, and t
 sums stay exact while every key of ``updates`` that ``counted_updates`` has not (compared as file
 keys) misses the file name hashes of the checkpoint and of ``replayed``; a fold adds the folded
 replay's observed sums to them after probing its keys so, and drops them when a key hits.
+``update_hashes`` and ``replayed_hashes``, where known, are exactly the file name hashes of the
+file actions of ``updates`` and ``replayed``.
 ``observed`` is the observation of the newest replay, under the retention of the snapshot that
 replayed it, which is this one. Equal file keys have equal file name hashes (see the partition
 key), so such a key always hits; a hit for any other reason only costs the full query.
@@ -58,7 +62,7 @@ import dataclasses
 import math
 from decimal import Decimal
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StructType
@@ -135,13 +139,22 @@ def partitions_for(input_bytes: int, maximum: int = DEFAULT_SNAPSHOT_PARTITIONS)
     return max(1, min(maximum, math.ceil(input_bytes / BYTES_PER_PARTITION)))
 
 
-def replay(actions: DataFrame, config: ReplayConfig, num_partitions: int) -> DataFrame:
-    """The replayed state of ``actions``: one action per row, as a checkpoint holds it."""
-    return map_in_arrow(
-        actions.repartition(num_partitions, partition_key()),
-        partial(replay_partition, config),
-        STATE_SPARK_SCHEMA,
+def replay(
+    actions: DataFrame, config: ReplayConfig, num_partitions: int, small_input: bool = False
+) -> DataFrame:
+    """The replayed state of ``actions``: one action per row, as a checkpoint holds it.
+
+    Into one partition, rows read from a ``small_input`` (one partition's worth of bytes) are
+    coalesced rather than shuffled: every key meets in it all the same, and without an
+    exchange the replay is one Spark job instead of two (a small table's replay, cold or after
+    a new commit). A large input is still read by many tasks and shuffled.
+    """
+    partitioned = (
+        actions.coalesce(1)
+        if num_partitions == 1 and small_input
+        else actions.repartition(num_partitions, partition_key())
     )
+    return map_in_arrow(partitioned, partial(replay_partition, config), STATE_SPARK_SCHEMA)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -181,6 +194,14 @@ class ReconstructedState:
     #: The ``updates`` the full query that counted ``base_sums`` ran with, whose keys the sums
     #: already leave out; None when it ran without (or they were folded since).
     counted_updates: DataFrame | None = None
+    #: The file name hashes of every file action of ``updates``, observed by its replay: the
+    #: probe then needs no job to find them (``probed``); None when unknown or more than
+    #: ``MAX_OBSERVED_HASHES``.
+    update_hashes: tuple[int, ...] | None = None
+    #: Likewise the file name hashes of every file action of ``replayed``, observed by the
+    #: replay that made it when that was one partition: then ``probed`` checks them on the
+    #: client and needs no ``replayed_index``.
+    replayed_hashes: frozenset[int] | None = None
 
     def with_keys_checked(self) -> ReconstructedState:
         """This state with ``plain_keys`` known (one small job over the replay when unknown)."""
@@ -249,6 +270,58 @@ class ReconstructedState:
             and self.base_sums.holds_at(config.min_file_retention_timestamp)
         )
 
+    def probed(self) -> tuple[ReconstructedState, bool]:
+        """This state with its key indexes built (``with_key_indexes``), and whether the keys
+        of ``updates`` miss the rows of ``base_sums`` (``updates_miss_base``).
+
+        With the updates' file name hashes known (``update_hashes``), an index built now
+        observes its own hits in the job that builds it, and the indexes built before are
+        probed with a filter on those hashes: one job with no exchange, where the join with the
+        broadcast updates ran three (a small table after a new commit: 4 jobs down to 1). With
+        ``replayed_hashes`` known too, ``replayed`` is probed on the client (no job at all
+        without a checkpoint).
+        """
+        hashes = self._uncounted_update_hashes()
+        if hashes is None:
+            state = self.with_key_indexes()
+            return state, state.updates_miss_base()
+        state = self
+        to_probe: list[DataFrame] = []
+        hit = False
+        if state.checkpoint is not None:
+            if state.key_index is None:
+                frame = union_all([_file_name_hashes(f) for f in state.checkpoint.frames])
+                key_index, found = _index_observing_hits(frame, hashes)
+                state = dataclasses.replace(state, key_index=key_index)
+                hit = hit or bool(found)
+                if found is None:
+                    to_probe.append(key_index)
+            else:
+                to_probe.append(state.key_index)
+        if state.replayed_hashes is not None:
+            hit = hit or not state.replayed_hashes.isdisjoint(hashes)
+        elif state.replayed_index is None:
+            frame = _file_name_hashes(state.replayed)
+            replayed_index, found = _index_observing_hits(frame, hashes, reads_files=False)
+            state = dataclasses.replace(state, replayed_index=replayed_index)
+            hit = hit or bool(found)
+            if found is None:
+                to_probe.append(replayed_index)
+        else:
+            to_probe.append(state.replayed_index)
+        if not hit and hashes and to_probe:
+            hit = _any_hash_among(union_all(to_probe), hashes)
+        return state, not hit
+
+    def _uncounted_update_hashes(self) -> tuple[int, ...] | None:
+        """The file name hashes of ``_uncounted_updates()`` when known without a job: empty
+        without ``updates``; None when ``counted_updates`` must be left out (by exact key)."""
+        if self.updates is None:
+            return ()
+        if self.counted_updates is not None:
+            return None
+        return self.update_hashes
+
     def with_key_indexes(self) -> ReconstructedState:
         """This state with ``key_index`` and ``replayed_index`` kept on the server (a job over
         the checkpoint's paths, and one over the first replay's, the first time; later states
@@ -258,7 +331,8 @@ class ReconstructedState:
             hashes = [_file_name_hashes(frame) for frame in state.checkpoint.frames]
             state = dataclasses.replace(state, key_index=materialize(union_all(hashes)))
         if state.replayed_index is None:
-            replayed_index = materialize(_file_name_hashes(state.replayed))
+            # Read from the replay kept on the server: no log file is read.
+            replayed_index = materialize(_file_name_hashes(state.replayed), reads_files=False)
             state = dataclasses.replace(state, replayed_index=replayed_index)
         return state
 
@@ -337,6 +411,35 @@ class ReconstructedState:
         return _without_keys(self.replayed, keys, join_keys), self.updates
 
 
+#: Up to this many distinct file names, an update's replay observes their hashes (see
+#: ``ReconstructedState.probed``); a literal list of them filters the key indexes.
+MAX_OBSERVED_HASHES = 1000
+
+
+def _index_observing_hits(
+    hashes_frame: DataFrame, hashes: tuple[int, ...], reads_files: bool = True
+) -> tuple[DataFrame, bool | None]:
+    """``hashes_frame`` kept on the server as a key index, and whether it holds one of
+    ``hashes``, observed by the same job (None when the server returned no metrics); see
+    ``materialize`` for ``reads_files``."""
+    if not hashes:
+        return materialize(hashes_frame, reads_files=reads_files), False
+    found = F.max(F.col(_NAME_HASH).isin(list(hashes)))
+    index, metrics = materialize_observed(
+        hashes_frame, [F.coalesce(found, F.lit(False)).alias("hit")], reads_files=reads_files
+    )
+    if metrics is None:
+        return index, None
+    return index, bool(metrics["hit"])
+
+
+def _any_hash_among(index: DataFrame, hashes: tuple[int, ...]) -> bool:
+    """Whether ``index`` (key indexes kept on the server) holds one of ``hashes``: one job, a
+    filtered scan with no exchange; what it returns is bounded by the hashes' matches."""
+    matches = index.where(F.col(_NAME_HASH).isin(list(hashes))).select(_NAME_HASH)
+    return bool(collect(matches, reads_files=False))
+
+
 def _without_keys(rows: DataFrame, keys: DataFrame, join_keys: _JoinKeys) -> DataFrame:
     """The file actions of ``rows`` whose file key is not among ``keys`` (``join_keys``'
     columns)."""
@@ -358,17 +461,24 @@ def reconstruct(
             check_read_from_log(frame, config.log_dir)
         to_replay = [actions.checkpoint.non_file_rows(), *to_replay]
     partitions = num_partitions or partitions_for(actions.commit_bytes)
+    # A small replay's file names are observed as it runs (see ``probed``).
+    observe_hashes = actions.commit_bytes <= BYTES_PER_PARTITION
+    small = actions.commit_bytes + actions.checkpoint_bytes <= BYTES_PER_PARTITION
     if actions.checkpoint is not None:
+        replayed, hashes = _replayed(to_replay, config, partitions, observe_hashes, small)
         return ReconstructedState(
             checkpoint=actions.checkpoint,
-            replayed=_replayed(to_replay, config, partitions),
+            replayed=replayed,
             table_root=config.table_root,
             replayed_bytes=actions.commit_bytes,
+            replayed_hashes=None if hashes is None else frozenset(hashes),
         )
     # Without a checkpoint the replay's rows are the whole state: the job that replays them
     # also counts them (observed metrics), and computedState needs no query of its own
     # (a 10-file table: 2 of 6 jobs, about 0.5 s).
-    replayed, observed = _replayed_observed(to_replay, config, partitions)
+    replayed, observed, hashes = _replayed_observed(
+        to_replay, config, partitions, observe_hashes, small
+    )
     return ReconstructedState(
         checkpoint=None,
         replayed=replayed,
@@ -378,6 +488,7 @@ def reconstruct(
         base_sums=None if observed is None else observed.sums,
         observed=observed,
         observed_in_base=True,
+        replayed_hashes=None if hashes is None else frozenset(hashes),
     )
 
 
@@ -421,7 +532,13 @@ def reconstruct_after(
     )
     update_bytes = previous.update_bytes + actions.commit_bytes
     partitions = num_partitions or partitions_for(update_bytes)
-    updates, observed = _replayed_observed([carried_rows, actions.commits], config, partitions)
+    # The carried rows are the small ``updates``, or a scan of the first replay.
+    small = update_bytes <= BYTES_PER_PARTITION and (
+        previous.updates is not None or previous.replayed_bytes <= BYTES_PER_PARTITION
+    )
+    updates, observed, hashes = _replayed_observed(
+        [carried_rows, actions.commits], config, partitions, True, small
+    )
     updated = dataclasses.replace(
         previous,
         updates=updates,
@@ -430,6 +547,7 @@ def reconstruct_after(
         plain_keys=_plain_keys_after(previous, observed),
         observed=observed,
         observed_in_base=False,
+        update_hashes=hashes,
     )
     if update_bytes <= MAX_UPDATE_BYTES:
         return updated
@@ -461,8 +579,8 @@ def folded(
     """
     base_sums = None
     if state.carries_base_sums(config) and not state.observed_in_base:
-        state = state.with_key_indexes()
-        if state.updates_miss_base():
+        state, missed = state.probed()
+        if missed:
             assert state.base_sums is not None and state.observed is not None
             base_sums = state.base_sums.plus(state.observed.sums)
     # Plain keys spare canonicalizing both replays' paths (L, the fold's job 0.42-0.69 s
@@ -478,13 +596,26 @@ def folded(
         observed_in_base=True,
         counted_updates=None,
         replayed_index=_folded_index(state) if base_sums is not None else None,
+        update_hashes=None,
+        replayed_hashes=_folded_hashes(state),
     )
 
 
-def _folded_index(state: ReconstructedState) -> DataFrame:
+def _folded_hashes(state: ReconstructedState) -> frozenset[int] | None:
+    """``replayed_hashes`` once ``updates`` is folded into ``replayed``: both replays' file
+    names (a replay keeps every key it saw), when both are known and within the bound."""
+    if state.replayed_hashes is None or state.update_hashes is None:
+        return None
+    hashes = state.replayed_hashes.union(state.update_hashes)
+    return hashes if len(hashes) <= MAX_OBSERVED_HASHES else None
+
+
+def _folded_index(state: ReconstructedState) -> DataFrame | None:
     """``replayed_index`` once ``updates`` is folded into ``replayed``: a replay keeps every
     key it saw (tombstones included), so the folded replay's keys are both replays' keys."""
-    assert state.replayed_index is not None and state.updates is not None
+    if state.replayed_index is None:  # never built (``replayed_hashes`` served): built on demand
+        return None
+    assert state.updates is not None
     return materialize(state.replayed_index.unionByName(_file_name_hashes(state.updates)))
 
 
@@ -493,35 +624,78 @@ def _key_not_plain() -> Column:
     return ~is_plain_path(action_path()) | has_deletion_vector()
 
 
-def _replayed(to_replay: list[DataFrame], config: ReplayConfig, partitions: int) -> DataFrame:
+def _replayed(
+    to_replay: list[DataFrame],
+    config: ReplayConfig,
+    partitions: int,
+    observe_hashes: bool,
+    small_input: bool,
+) -> tuple[DataFrame, tuple[int, ...] | None]:
     """The replay of ``to_replay``, run now and kept on the server, every tombstone and txn kept
-    (retention is applied by ``ReconstructedState``'s queries)."""
-    return materialize(_replay_keeping_all(to_replay, config, partitions), INTERPRETED_CONF)
+    (retention is applied by ``ReconstructedState``'s queries); with ``observe_hashes``, also
+    its file actions' file name hashes, observed by the same job (see ``_replayed_observed``)."""
+    replay_rows = _replay_keeping_all(to_replay, config, partitions, small_input)
+    if not observe_hashes:
+        return materialize(replay_rows, INTERPRETED_CONF), None
+    replayed, metrics = materialize_observed(
+        replay_rows, [_file_name_hash_aggregation()], INTERPRETED_CONF
+    )
+    return replayed, None if metrics is None else _observed_hashes(metrics)
 
 
 def _replay_keeping_all(
-    to_replay: list[DataFrame], config: ReplayConfig, partitions: int
+    to_replay: list[DataFrame], config: ReplayConfig, partitions: int, small_input: bool
 ) -> DataFrame:
     """The replay of ``to_replay`` with every tombstone and txn kept (retention is applied by
     ``ReconstructedState``'s queries)."""
     keep_all = dataclasses.replace(
         config, min_file_retention_timestamp=None, min_set_transaction_retention_timestamp=None
     )
-    return replay(union_all(to_replay), keep_all, partitions)
+    return replay(union_all(to_replay), keep_all, partitions, small_input)
 
 
 def _replayed_observed(
-    to_replay: list[DataFrame], config: ReplayConfig, partitions: int
-) -> tuple[DataFrame, ObservedLayer | None]:
+    to_replay: list[DataFrame],
+    config: ReplayConfig,
+    partitions: int,
+    observe_hashes: bool,
+    small_input: bool,
+) -> tuple[DataFrame, ObservedLayer | None, tuple[int, ...] | None]:
     """``_replayed``, and the state's aggregations over its rows under ``config``'s retention,
-    observed by the same job (None when the server returned none)."""
+    observed by the same job (None when the server returned none); with ``observe_hashes``,
+    also the file name hashes of its file actions (retained or not), when there are at most
+    ``MAX_OBSERVED_HASHES`` (else None)."""
     aggregations = layer_aggregations(retained(config), F.when(is_file_action(), _key_not_plain()))
+    if observe_hashes:
+        aggregations.append(_file_name_hash_aggregation())
     replayed, metrics = materialize_observed(
-        _replay_keeping_all(to_replay, config, partitions), aggregations, INTERPRETED_CONF
+        _replay_keeping_all(to_replay, config, partitions, small_input),
+        aggregations,
+        INTERPRETED_CONF,
     )
     if metrics is None:
-        return replayed, None
-    return replayed, ObservedLayer.from_metrics(metrics, config.min_file_retention_timestamp)
+        return replayed, None, None
+    observed = ObservedLayer.from_metrics(metrics, config.min_file_retention_timestamp)
+    return replayed, observed, _observed_hashes(metrics) if observe_hashes else None
+
+
+_OBSERVED_HASHES = "fileNameHashes"
+
+
+def _file_name_hash_aggregation() -> Column:
+    """The file name hashes of the rows' file actions, at most one more than
+    ``MAX_OBSERVED_HASHES`` (to tell a full list from a cut one); sorted, as observed metrics
+    must be deterministic."""
+    names = F.sort_array(F.collect_set(F.when(is_file_action(), _file_name_hash())))
+    return F.slice(names, 1, MAX_OBSERVED_HASHES + 1).alias(_OBSERVED_HASHES)
+
+
+def _observed_hashes(metrics: dict[str, Any]) -> tuple[int, ...] | None:
+    """The observed file name hashes, None when cut at the bound (or not returned)."""
+    hashes = metrics.get(_OBSERVED_HASHES)
+    if hashes is None or len(hashes) > MAX_OBSERVED_HASHES:
+        return None
+    return tuple(int(h) for h in hashes)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,18 +85,33 @@ def session_conf(
     hints = hints or {}
     previous = _conf_values(spark, [*settings, *hints])
     try:
-        set_conf(spark, settings)
+        applied = _set_settings_and_hints(spark, settings, hints)
     except Exception:
         # Which settings of the batch the server applied before refusing one is unknown.
-        for key in settings:
+        for key in [*settings, *hints]:
             with suppress(PySparkException):
                 _restore_conf(spark, {key: previous[key]})
         raise
-    applied = [*settings, *_set_hints(spark, hints)]
     try:
         yield
     finally:
         _restore_conf(spark, {key: previous[key] for key in applied})
+
+
+def _set_settings_and_hints(
+    spark: SparkSession, settings: dict[str, str], hints: dict[str, str]
+) -> list[str]:
+    """Apply ``settings`` and the ``hints`` the server accepts; return the keys applied. Both
+    in one request when the server takes them all (a replay's job: one request fewer), else
+    the settings, then the hints the server accepts."""
+    if settings and hints:
+        with suppress(PySparkException):
+            set_conf(spark, {**settings, **hints})
+            return [*settings, *hints]
+        # Refused: the settings are set again and each hint the server accepts (a hint it
+        # refuses now, it refused in the batch); every key set is among those restored.
+    set_conf(spark, settings)
+    return [*settings, *_set_hints(spark, hints)]
 
 
 def _set_hints(spark: SparkSession, hints: dict[str, str]) -> list[str]:
@@ -175,29 +190,44 @@ def one_row(spark: SparkSession) -> DataFrame:
     return frame
 
 
-def materialize(df: DataFrame, hints: dict[str, str] | None = None) -> DataFrame:
+def materialize(
+    df: DataFrame, hints: dict[str, str] | None = None, reads_files: bool = True
+) -> DataFrame:
     """Run ``df`` now and keep its result on the server (a local checkpoint), with
-    ``LOG_READ_CONF`` and the speed-only ``hints`` (see ``session_conf``) for that job.
+    ``LOG_READ_CONF`` and the speed-only ``hints`` (see ``session_conf``) for that job; one
+    that ``reads_files`` not (it reads what is kept on the server already) runs as the session
+    is, without the 4 config requests around it.
 
     Later queries over the result neither re-list nor re-read the log, whatever the session's
     settings are then.
     """
     spark = df.sparkSession
-    with raising_delta_errors(spark), session_conf(spark, LOG_READ_CONF, hints):
-        # pyspark attaches the checkpoint's result to the active session: pin ours.
-        with active_session(spark):
-            checkpointed = df.localCheckpoint(eager=True)
-        return _bound_to(checkpointed, spark)
+    with raising_delta_errors(spark):
+        if reads_files or hints:
+            with session_conf(spark, LOG_READ_CONF if reads_files else {}, hints):
+                return _local_checkpoint(df)
+        return _local_checkpoint(df)
+
+
+def _local_checkpoint(df: DataFrame) -> DataFrame:
+    spark = df.sparkSession
+    # pyspark attaches the checkpoint's result to the active session: pin ours.
+    with active_session(spark):
+        checkpointed = df.localCheckpoint(eager=True)
+    return _bound_to(checkpointed, spark)
 
 
 def materialize_observed(
-    df: DataFrame, aggregations: list[Column], hints: dict[str, str] | None = None
+    df: DataFrame,
+    aggregations: list[Column],
+    hints: dict[str, str] | None = None,
+    reads_files: bool = True,
 ) -> tuple[DataFrame, dict[str, Any] | None]:
     """``materialize(df)``, and ``aggregations`` over ``df``'s rows computed by the same job
     (Spark's observed metrics, which the server returns with the checkpoint command); None
     when the server returned none."""
     observed = df.observe(_OBSERVATION, *aggregations)
-    kept = materialize(observed, hints)
+    kept = materialize(observed, hints, reads_files)
     info = observed.executionInfo
     metrics = dict(info.flows).get(_OBSERVATION) if info is not None else None
     return kept, metrics

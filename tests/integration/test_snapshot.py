@@ -526,6 +526,25 @@ def test_a_refused_hint_is_skipped_and_settings_are_restored(spark: Any) -> None
     assert spark.conf.get("spark.sql.shuffle.partitions") == before
 
 
+def test_settings_with_a_refused_hint_are_set_and_restored(spark: Any) -> None:
+    """Settings and hints go in one request; when the server refuses a hint of that batch, the
+    settings and the accepted hints are still set, and every one is restored after."""
+    from delta_connect_py.plans.spark import session_conf
+
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    zone_before = spark.conf.get("spark.sql.session.timeZone")
+    settings = {"spark.sql.shuffle.partitions": "7"}
+    hints = {**REFUSED_SETTING, "spark.sql.session.timeZone": "Asia/Kathmandu"}
+    with session_conf(spark, settings, hints):
+        assert spark.conf.get("spark.sql.shuffle.partitions") == "7"
+        assert spark.conf.get("spark.sql.session.timeZone") == "Asia/Kathmandu"
+    assert spark.conf.get("spark.sql.shuffle.partitions") == before
+    assert spark.conf.get("spark.sql.session.timeZone") == zone_before
+    with session_conf(spark, settings, {"spark.sql.session.timeZone": "Asia/Kathmandu"}):
+        assert spark.conf.get("spark.sql.session.timeZone") == "Asia/Kathmandu"
+    assert spark.conf.get("spark.sql.session.timeZone") == zone_before
+
+
 def test_the_replay_runs_where_the_server_refuses_its_hints(spark: Any, tmp_path: Path) -> None:
     """A server refusing the replay's speed-only settings still reconstructs the state."""
     import pyarrow as pa
@@ -564,3 +583,81 @@ def test_parquet_footer_schemas_are_inferred_once_per_file_identity(
     rewritten = read_parquet(spark, [str(path)], second)
     assert rewritten.columns == ["y", "z"]
     assert rewritten.collect()[0]["y"] == "a"
+
+
+def _commit_actions(root: Path, version: int, actions: list[dict[str, Any]]) -> None:
+    info = {"commitInfo": {"timestamp": int(time.time() * 1000), "operation": "WRITE"}}
+    lines = [json.dumps(action) for action in (info, *actions)]
+    (root / "_delta_log" / commit_name(version)).write_text("\n".join(lines) + "\n")
+
+
+def _add(path: str) -> dict[str, Any]:
+    now = int(time.time() * 1000)
+    add = {"path": path, "partitionValues": {}, "size": 11, "modificationTime": now}
+    return {"add": {**add, "dataChange": True}}
+
+
+def test_a_new_commit_changing_protocol_and_metadata_is_seen_by_the_extended_snapshot(
+    spark: Any, tmp_path: Path
+) -> None:
+    """One commit by another writer that upgrades the protocol and changes the metadata: the
+    snapshot the cache extends from its state (only that commit replayed) has the new protocol
+    and metadata, and its state equals a snapshot built afresh."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from delta_connect_py.snapshot import snapshot_of
+
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"id": [1, 2]}))
+    table = DeltaTable.for_path(spark, str(root))
+    cached = table.snapshot()
+    assert cached.state.num_of_files == 1
+    metadata = cached.metadata.to_action()
+    metadata["configuration"] = {**metadata["configuration"], "owner.note": "extended"}
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 4}
+    _commit_actions(root, 1, [{"protocol": protocol}, {"metaData": metadata}, _add("n.parquet")])
+
+    extended = table.snapshot()
+    assert extended.previous is cached and extended.version == 1
+    assert extended.protocol.min_writer_version == 4
+    assert extended.metadata.configuration["owner.note"] == "extended"
+    fresh = snapshot_of(DeltaTable.for_path(spark, str(root), snapshot_cache=False))
+    assert extended.state == fresh.state
+    assert extended.state.protocol == extended.protocol and extended.state.num_of_files == 2
+
+
+@pytest.mark.parametrize("bound", [1, 1000])
+def test_an_update_probes_the_earlier_rows_by_its_observed_file_names(
+    spark: Any, tmp_path: Path, bound: int
+) -> None:
+    """An update's replay observes its file names' hashes (up to a bound: beyond it they are
+    found by a join as before); an append that misses the earlier rows is counted on their
+    sums, a commit removing an earlier file runs the state query; every state equals a
+    snapshot built afresh."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from delta_connect_py.plans import replay
+    from delta_connect_py.snapshot import snapshot_of
+
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"id": [1, 2]}))
+    table = DeltaTable.for_path(spark, str(root), snapshot_cache=False)
+    snapshot = table.snapshot()
+    first_file = next(iter(_files(snapshot)))
+    assert snapshot.state.num_of_files == 1
+    deleted_at = int(time.time() * 1000)
+    remove = {"remove": {"path": first_file, "deletionTimestamp": deleted_at, "dataChange": True}}
+    steps = [[_add("a.parquet"), _add("b.parquet")], [remove], [_add("c.parquet")]]
+    with mock.patch.object(replay, "MAX_OBSERVED_HASHES", bound):
+        for version, actions in enumerate(steps, start=1):
+            _commit_actions(root, version, actions)
+            snapshot = snapshot.update()
+            assert snapshot.previous is not None
+            observed = snapshot._reconstructed.update_hashes
+            assert (observed is None) is (bound == 1)
+            # The first replay's names (one file) were observed as it ran: checked on the client.
+            assert snapshot._reconstructed.replayed_hashes is not None
+            assert snapshot.state == snapshot_of(table).state
+    assert snapshot.state.num_of_files == 3 and snapshot.state.num_of_removes == 1
