@@ -5,8 +5,10 @@ parser would take but the Delta protocol does not allow, and the client-side dec
 failure into ``CorruptLogFileError`` naming the file, its version and the line.
 
 Spark's FAILFAST JSON parse already refuses text that is not JSON or is truncated. It is
-lenient in three ways a damaged log exploits, which are checked here:
+lenient in ways a damaged log exploits, which are checked here:
 
+- Spark keeps a line's bytes as they are; JSON parsing would read a damaged byte as U+FFFD (a
+  changed path, a valid-looking action), where delta-rs refuses the file: a line must be UTF-8;
 - text after the first JSON object of a line is ignored (a lost newline joins two lines; a
   truncated line appended to a file without a final newline): a line must start with ``{``,
   end with ``}``, and never hold a ``}`` followed by the start of another object;
@@ -15,16 +17,25 @@ lenient in three ways a damaged log exploits, which are checked here:
 - a missing field is read as null: an action without a field the protocol requires (an add
   without ``size``, a metaData without ``id``) is refused instead of read as a pathless add.
 
+The first three are tests of the line's text, its *problem* (``LINE_PROBLEM_COLUMN``, null for
+a valid line), which every frame of commit lines carries: lines the Python workers read have
+it computed there, on the bytes (``worker.line_checks``, where the texts of the reasons live);
+lines Spark's text source reads (up to ``MAX_FILES_FOR_JSON_SOURCE`` commits, object stores,
+a V2 checkpoint in JSON form) have it as Spark expressions (``text_problem``), evaluated with
+the parse. The last is a test of the parsed struct, always here.
+
 Invariants: lines of other writers stay valid: unknown fields and unknown actions are allowed,
 as are nulls where the protocol allows them (only the fields in ``REQUIRED_FIELDS`` are
 required, and only those the read's schema includes are checked); ``commitInfo`` is free-form.
-The checks are Spark expressions evaluated in the same job as the parse (no extra job),
-on the ``version`` column: rows a query filters out before using it may go unchecked.
+The failure is a Spark expression evaluated in the same job as the parse (no extra job), on the
+``version`` column: rows a query filters out before using it may go unchecked (a line's
+problem being known does not fail anything until then).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
@@ -32,7 +43,18 @@ from pyspark.sql.types import StructType
 
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.protocol.actions import FILE_COLUMN, VERSION_COLUMN
-from delta_connect_py.worker.log_files import JOINED_OBJECTS
+from delta_connect_py.worker.line_checks import (
+    FREE_FORM_PREFIX,
+    JOINED,
+    JOINED_OBJECTS,
+    NO_END,
+    NO_START,
+    NON_STRING_PATH,
+    NOT_UTF8,
+    PATH_NOT_STRING,
+    QUOTED_LINE_CHARS,
+    corrupt_line,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
@@ -50,38 +72,33 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "domainMetadata": ("domain", "configuration", "removed"),
 }
 
-#: A ``"path"`` key (a raw quote cannot occur inside a JSON string, so this is a key) whose
-#: value is not a string or null.
-NON_STRING_PATH = r'"path"\s*:\s*[^"\sn]'
-#: Free-form actions, whose content is not checked beyond being one JSON object.
-FREE_FORM_PREFIX = '{"commitInfo"'
-
 #: Marks the failure ``raise_error`` raises, so the client can tell it from any other.
 MARKER = "DELTA_CONNECT_INVALID_ACTION_LINE"
 SEPARATOR = " \u241e "
-QUOTED_LINE_CHARS = 200
 
 
-def invalid_line_reason(value: Column, action: Column, schema: StructType) -> Column:
-    """Why the line ``value``, parsed as ``action`` with ``schema``, is not a valid action
-    line; null when it is."""
+def text_problem(value: Column) -> Column:
+    """Why the text of the line ``value`` is not one valid action, as Spark expressions (what
+    ``worker.line_checks.line_problem`` finds, and UTF-8); null when it is valid, or blank."""
     # Plain string tests first: a regular expression is tried at every byte of a line, and
     # lines of adds with stats are long; the expressions only run on lines the tests flag.
     blank = value.rlike(r"^\s*$")  # read as no action, like the worker path's skipped lines
     starts = value.startswith("{") | value.rlike(r"^\s*\{") | blank
     ends = value.endswith("}") | value.rlike(r"\}\s*$") | blank
-    reasons: list[tuple[Column, str]] = [
-        # Spark keeps a line's bytes as they are; JSON parsing would read a damaged byte as
-        # U+FFFD (a changed path, a valid-looking action), where delta-rs refuses the file.
-        (~F.is_valid_utf8(value), "it is not valid UTF-8"),
-        (~starts, "it does not start a JSON object"),
-        (~ends, "it does not end a JSON object (truncated?)"),
-        (value.rlike(JOINED_OBJECTS), "it holds more than one JSON object"),
-        (
-            ~value.startswith(FREE_FORM_PREFIX) & value.rlike(NON_STRING_PATH),
-            "a path is not a string",
-        ),
+    problems: list[tuple[Column, str]] = [
+        (~F.is_valid_utf8(value), NOT_UTF8),
+        (~starts, NO_START),
+        (~ends, NO_END),
+        (value.rlike(JOINED_OBJECTS), JOINED),
+        (~value.startswith(FREE_FORM_PREFIX) & value.rlike(PATH_NOT_STRING), NON_STRING_PATH),
     ]
+    return _first_reason(problems)
+
+
+def invalid_line_reason(problem: Column, action: Column, schema: StructType) -> Column:
+    """Why a line with text ``problem`` (``text_problem``), parsed as ``action`` with
+    ``schema``, is not a valid action line; null when it is."""
+    reasons: list[tuple[Column, Column | str]] = [(problem.isNotNull(), problem)]
     for name, required in REQUIRED_FIELDS.items():
         if name not in schema.fieldNames():
             continue
@@ -94,16 +111,24 @@ def invalid_line_reason(value: Column, action: Column, schema: StructType) -> Co
                     & action.getField(name).getField(field).isNull()
                 )
                 reasons.append((missing, f"its {name} action has no {field}"))
-    reason = F.when(reasons[0][0], F.lit(reasons[0][1]))
-    for condition, text in reasons[1:]:
-        reason = reason.when(condition, F.lit(text))
+    return _first_reason(reasons)
+
+
+def _first_reason(reasons: Sequence[tuple[Column, Column | str]]) -> Column:
+    """The value of the first condition that holds (texts as literals), else null."""
+    as_column = [
+        (when, F.lit(value) if isinstance(value, str) else value) for when, value in reasons
+    ]
+    reason = F.when(*as_column[0])
+    for condition, value in as_column[1:]:
+        reason = reason.when(condition, value)
     return reason
 
 
-def checked_version(value: Column, action: Column, schema: StructType) -> Column:
+def checked_version(value: Column, problem: Column, action: Column, schema: StructType) -> Column:
     """The line's ``version`` column, failing the query on the first invalid line with a
     message ``corrupt_line_error`` decodes."""
-    reason = invalid_line_reason(value, action, schema)
+    reason = invalid_line_reason(problem, action, schema)
     message = F.concat(
         F.lit(MARKER + SEPARATOR),
         F.col(FILE_COLUMN),
@@ -139,12 +164,6 @@ def corrupt_line_error(text: str) -> CorruptLogFileError | None:
     if found is None:
         return None
     file, reason, line = found.groups()
-    log_dir, separator, name = file.rpartition("/_delta_log/")
+    name = file.rpartition("/_delta_log/")[2]
     version = _CHECKPOINT_VERSION.search(name) or _COMMIT_VERSION.search(name)
-    at_version = f"version {int(version.group(1))}: " if version else ""
-    quoted = line if len(line) < QUOTED_LINE_CHARS else line + "..."
-    return CorruptLogFileError(
-        file=file,
-        path=(log_dir + "/_delta_log") if separator else file,
-        reason=f"{at_version}a line is not a valid Delta action ({reason}): {quoted}",
-    )
+    return corrupt_line(file, int(version.group(1)) if version else None, reason, line)

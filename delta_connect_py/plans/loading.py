@@ -33,7 +33,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from delta_connect_py.connections import session_key
 from delta_connect_py.errors import CorruptLogFileError
-from delta_connect_py.plans.action_lines import checked_version
+from delta_connect_py.plans.action_lines import checked_version, text_problem
 from delta_connect_py.plans.file_keys import is_file_action
 from delta_connect_py.plans.spark import (
     collect,
@@ -57,6 +57,7 @@ from delta_connect_py.spark_failures import (
     raising_delta_errors,
     translate_server_error,
 )
+from delta_connect_py.worker.line_checks import LINE_PROBLEM_COLUMN
 from delta_connect_py.worker.log_files import (
     COMMIT_LINES_SCHEMA,
     CommitLinesRead,
@@ -218,10 +219,18 @@ def load_log_files(reader: DataFrameReader, files: Sequence[LogFile]) -> DataFra
 
 def _spark_commit_lines(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     source = F.col("_metadata.file_path")
+    version = F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long")
+    return _text_source_lines(spark, files, version)
+
+
+def _text_source_lines(spark: SparkSession, files: Sequence[LogFile], version: Column) -> DataFrame:
+    """Lines of ``files`` read by Spark's text source, shaped as the workers' lines: their text
+    checked by Spark expressions (``action_lines.text_problem``), evaluated with the parse."""
     return load_log_files(spark.read.format("text"), files).select(
-        F.regexp_extract(source, COMMIT_VERSION_PATTERN, 1).cast("long").alias(VERSION_COLUMN),
-        source.alias(FILE_COLUMN),
+        version.alias(VERSION_COLUMN),
+        F.col("_metadata.file_path").alias(FILE_COLUMN),
         "value",
+        text_problem(F.col("value")).alias(LINE_PROBLEM_COLUMN),
     )
 
 
@@ -248,7 +257,8 @@ def commit_lines(
     *,
     keep_for_replay: bool = False,
 ) -> DataFrame:
-    """Every non-empty line of the commit files: ``version``, ``_file`` (URI), ``value``; with
+    """Every non-empty line of the commit files: ``version``, ``_file`` (URI), ``value`` and
+    why its text is not a valid action (``LINE_PROBLEM_COLUMN``, see ``action_lines``); with
     a ``request`` filter, at least the lines containing the strings it asks for.
 
     Local logs are read by Python workers, many files per task, because Spark's file sources
@@ -350,11 +360,14 @@ def parse_lines(lines: DataFrame, schema: StructType) -> DataFrame:
     """``lines`` parsed as ``schema`` actions, keeping ``version`` and ``_file``; the query
     fails on the first line that is not a valid action (``action_lines``)."""
     action = F.from_json(F.col("value"), schema, {"mode": "FAILFAST"})
-    parsed = lines.select(action.alias("action"), "value", VERSION_COLUMN, FILE_COLUMN)
+    parsed = lines.select(
+        action.alias("action"), "value", LINE_PROBLEM_COLUMN, VERSION_COLUMN, FILE_COLUMN
+    )
     # The check rides on ``version``, which every reader of these rows uses, in a projection
     # over the parsed struct: Spark parses each line once (a filter would be pushed below the
     # parse and copy ``from_json`` into each of its conditions).
-    version = checked_version(F.col("value"), F.col("action"), schema)
+    problem = F.col(LINE_PROBLEM_COLUMN)
+    version = checked_version(F.col("value"), problem, F.col("action"), schema)
     return parsed.select("action.*", version.alias(VERSION_COLUMN), FILE_COLUMN)
 
 
@@ -450,12 +463,7 @@ def _check_json_checkpoint_lines(
     key = (session_key(spark), identity)
     if key in _checked_json_checkpoints:
         return
-    source = F.col("_metadata.file_path")
-    lines = load_log_files(spark.read.format("text"), files).select(
-        F.lit(files[0].version).cast("long").alias(VERSION_COLUMN),
-        source.alias(FILE_COLUMN),
-        "value",
-    )
+    lines = _text_source_lines(spark, files, F.lit(files[0].version).cast("long"))
     checked = parse_lines(lines, COMMIT_SPARK_SCHEMA).agg(F.max(VERSION_COLUMN))
     log_dir = files[0].path.rsplit("/", 1)[0]
     with malformed_commits_reported(spark, files, log_dir, COMMIT_SPARK_SCHEMA):

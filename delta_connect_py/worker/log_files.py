@@ -14,7 +14,6 @@ once, without retries, and the listing decides too; nothing is ever written.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -31,6 +30,13 @@ from delta_connect_py.protocol.last_checkpoint import (
     parse_last_checkpoint,
 )
 from delta_connect_py.worker.failures import WorkerFailure
+from delta_connect_py.worker.line_checks import (
+    LINE_PROBLEM_COLUMN,
+    NOT_UTF8,
+    corrupt_line,
+    line_problem,
+    shape_problem,
+)
 from delta_connect_py.worker.stores import NO_STORAGE_OPTIONS, StorageOptions, open_store
 
 LAST_CHECKPOINT_NAME = "_last_checkpoint"
@@ -258,9 +264,15 @@ def _read_with_tries(uri: str, request: LastCheckpointRead) -> tuple[int, str | 
     return CORRUPT, reason
 
 
-#: One row per line of a commit file, tagged with the commit's version and its file URI.
+#: One row per line of a commit file, tagged with the commit's version and its file URI, and
+#: why its text is not one valid action (``line_checks.line_problem``; null for a valid line).
 COMMIT_LINES_SCHEMA = pa.schema(
-    [("version", pa.int64()), ("_file", pa.string()), ("value", pa.string())]
+    [
+        ("version", pa.int64()),
+        ("_file", pa.string()),
+        ("value", pa.string()),
+        (LINE_PROBLEM_COLUMN, pa.string()),
+    ]
 )
 
 
@@ -295,8 +307,11 @@ def read_commit_lines(
     sources pay a per-file setup; Spark still parses the JSON (``from_json``). Lines are split
     where Spark's text reader splits them (``\\n``, ``\\r``, ``\\r\\n``) and kept as bytes until
     one Arrow buffer is built from them (building strings line by line took most of the time).
+    Each line's text is checked here, as bytes (``line_checks``): a line that is not UTF-8, or
+    that no query parses and is not one JSON object, fails the task; a returned line carries
+    its problem, which fails the query that parses it (``plans.action_lines``).
     """
-    lines = _LineBuffer(request.table_path)
+    lines = _LineBuffer()
     for batch in batches:
         for version, path in zip(
             batch.column("version").to_pylist(), batch.column("path").to_pylist(), strict=True
@@ -332,46 +347,23 @@ def _wanted_lines(request: CommitLinesRead, version: int, path: str) -> list[byt
         if not line or line.isspace():
             continue
         if _wanted(line, wanted) and not line.startswith(skipped):
-            kept.append(line)  # checked in full by the query that parses it (action_lines)
-        elif not _one_json_object(line):
-            reason = "a line is not one JSON object (truncated, or lines joined)"
-            raise WorkerFailure(
-                CorruptLogFileError(
-                    file=file_uri(path),
-                    path=request.table_path,
-                    reason=f"version {version}: {reason}: {line[:200]!r}",
-                )
-            )
+            kept.append(line)  # checked in full (_LineBuffer.add), failed by the parsing query
+        else:
+            problem = shape_problem(line)  # a line no query parses: one JSON object, whole
+            if problem is not None:
+                text = line.decode("utf-8", "replace")
+                raise WorkerFailure(corrupt_line(file_uri(path), version, problem, text))
     return kept
-
-
-#: Text of a line holding more than one JSON object: a ``}`` followed (perhaps past one stray
-#: byte, a damaged newline) by ``{"key":``. Valid JSON never has ``}`` before ``{`` outside
-#: strings, and inside a string the quote after ``{`` would have to end it and then be
-#: followed by a colon, which only a key is. ``plans.action_lines`` checks the lines a read
-#: parses with it; ``_one_json_object`` the lines a filtered read leaves out.
-JOINED_OBJECTS = r'\}\s*[^,\s]?\s*\{\s*"[^"\\]*"\s*:'
-_JOINED_OBJECTS = re.compile(JOINED_OBJECTS.encode())
-
-
-def _one_json_object(line: bytes) -> bool:
-    """The cheap shape checks of a line no query parses: one JSON object, not cut short."""
-    stripped = line.strip()
-    return (
-        stripped.startswith(b"{")
-        and stripped.endswith(b"}")
-        and _JOINED_OBJECTS.search(stripped) is None
-    )
 
 
 class _LineBuffer:
     """Lines gathered from commit files, turned into one Arrow batch at a time."""
 
-    def __init__(self, table_path: str) -> None:
-        self.table_path = table_path
+    def __init__(self) -> None:
         self.versions: list[int] = []
         self.files: list[str] = []
         self.lines: list[bytes] = []
+        self.problems: list[str | None] = []
         self.size = 0
 
     def add(self, version: int, path: str, lines: list[bytes]) -> None:
@@ -380,6 +372,7 @@ class _LineBuffer:
         self.versions += [version] * len(lines)
         self.files += [file_uri(path)] * len(lines)
         self.lines += lines
+        self.problems += map(line_problem, lines)
         self.size += sum(map(len, lines))
 
     def flush(self) -> pa.RecordBatch:
@@ -392,14 +385,20 @@ class _LineBuffer:
         )
         self._check_utf8(values)
         batch = pa.RecordBatch.from_arrays(
-            [pa.array(self.versions, pa.int64()), pa.array(self.files, pa.string()), values],
+            [
+                pa.array(self.versions, pa.int64()),
+                pa.array(self.files, pa.string()),
+                values,
+                pa.array(self.problems, pa.string()),
+            ],
             schema=COMMIT_LINES_SCHEMA,
         )
-        self.versions, self.files, self.lines, self.size = [], [], [], 0
+        self.versions, self.files, self.lines, self.problems, self.size = [], [], [], [], 0
         return batch
 
     def _check_utf8(self, values: pa.Array) -> None:
-        """A file whose lines are not UTF-8 fails the task, named."""
+        """A file whose lines are not UTF-8 fails the task, named (one validation of the whole
+        batch; the lines are decoded one by one only to find the culprit)."""
         try:
             values.validate(full=True)
         except pa.ArrowInvalid:
@@ -407,8 +406,6 @@ class _LineBuffer:
                 try:
                     line.decode("utf-8")
                 except UnicodeDecodeError as exc:
-                    reason = f"version {version}: a line is not valid UTF-8 ({exc})"
-                    raise WorkerFailure(
-                        CorruptLogFileError(file=file, path=self.table_path, reason=reason)
-                    ) from exc
+                    text = line.decode("utf-8", "replace")
+                    raise WorkerFailure(corrupt_line(file, version, NOT_UTF8, text)) from exc
             raise
