@@ -1,4 +1,5 @@
-"""Shared fixtures: one Spark Connect server for the whole run, and conformance table copies.
+"""Shared fixtures: one Spark Connect server for the whole run, conformance table copies, and
+a count of the library's log listings.
 
 SPARK_REMOTE set: tests use that server (e.g. the compose service). Unset: one standalone server
 is started from the installed pyspark for the session, its Python workers running
@@ -13,6 +14,7 @@ import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,3 +94,19 @@ def conformance_table(tmp_path: Path):  # type: ignore[no-untyped-def]
         return target
 
     return copy
+
+
+@pytest.fixture
+def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ``_delta_log`` folders the library listed (one Spark job each), in order."""
+    from delta_connect_py import table_log
+
+    listed: list[str] = []
+    real = table_log.list_log
+
+    def counting(spark: Any, log_dir: str, *args: Any) -> Any:
+        listed.append(log_dir)
+        return real(spark, log_dir, *args)
+
+    monkeypatch.setattr(table_log, "list_log", counting)
+    return listed

@@ -98,6 +98,8 @@ from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION
 from delta_connect_py.worker.replay import ReplayConfig, first_foreign_source, replay_partition
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from pyspark.sql import Column, DataFrame
 
     from delta_connect_py.plans.loading import CheckpointFrames, SegmentActions
@@ -289,26 +291,22 @@ class ReconstructedState:
         to_probe: list[DataFrame] = []
         hit = False
         if state.checkpoint is not None:
-            if state.key_index is None:
-                frame = union_all([_file_name_hashes(f) for f in state.checkpoint.frames])
-                key_index, found = _index_observing_hits(frame, hashes)
-                state = dataclasses.replace(state, key_index=key_index)
-                hit = hit or bool(found)
-                if found is None:
-                    to_probe.append(key_index)
-            else:
-                to_probe.append(state.key_index)
+            frames = state.checkpoint.frames
+            key_index, hit, probe = _index_and_hits(
+                state.key_index, lambda: union_all([_file_name_hashes(f) for f in frames]), hashes
+            )
+            state = dataclasses.replace(state, key_index=key_index)
+            to_probe += [probe] if probe is not None else []
         if state.replayed_hashes is not None:
             hit = hit or not state.replayed_hashes.isdisjoint(hashes)
-        elif state.replayed_index is None:
-            frame = _file_name_hashes(state.replayed)
-            replayed_index, found = _index_observing_hits(frame, hashes, reads_files=False)
-            state = dataclasses.replace(state, replayed_index=replayed_index)
-            hit = hit or bool(found)
-            if found is None:
-                to_probe.append(replayed_index)
         else:
-            to_probe.append(state.replayed_index)
+            replayed = state.replayed
+            replayed_index, found, probe = _index_and_hits(
+                state.replayed_index, lambda: _file_name_hashes(replayed), hashes, reads_files=False
+            )
+            state = dataclasses.replace(state, replayed_index=replayed_index)
+            hit = hit or found
+            to_probe += [probe] if probe is not None else []
         if not hit and hashes and to_probe:
             hit = _any_hash_among(union_all(to_probe), hashes)
         return state, not hit
@@ -414,6 +412,21 @@ class ReconstructedState:
 #: Up to this many distinct file names, an update's replay observes their hashes (see
 #: ``ReconstructedState.probed``); a literal list of them filters the key indexes.
 MAX_OBSERVED_HASHES = 1000
+
+
+def _index_and_hits(
+    index: DataFrame | None,
+    hashes_frame: Callable[[], DataFrame],
+    hashes: tuple[int, ...],
+    reads_files: bool = True,
+) -> tuple[DataFrame, bool, DataFrame | None]:
+    """A key index (``index``, else ``hashes_frame()`` kept now, observing its hits among
+    ``hashes``), whether a hit was observed, and the index when it still has to be probed (one
+    built before, or one whose build returned no metrics)."""
+    if index is not None:
+        return index, False, index
+    built, found = _index_observing_hits(hashes_frame(), hashes, reads_files=reads_files)
+    return built, bool(found), built if found is None else None
 
 
 def _index_observing_hits(

@@ -287,20 +287,11 @@ def _age_log(root: Path, seconds: float = 3600) -> None:
         os.utime(file, (then, then))
 
 
-@pytest.fixture
-def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The tables whose log was listed (a Spark job each), in order."""
-    from delta_connect_py import table_log
-
-    listed: list[str] = []
-    real = table_log.list_log
-
-    def counting(spark: Any, log_dir: str, *args: Any) -> Any:
-        listed.append(log_dir)
-        return real(spark, log_dir, *args)
-
-    monkeypatch.setattr(table_log, "list_log", counting)
-    return listed
+def _quiet_table(root: Path) -> None:
+    """A two-version table nobody has written to for an hour."""
+    _new_table(root)
+    _append(root, 2)
+    _age_log(root)
 
 
 @pytest.mark.cluster
@@ -308,9 +299,7 @@ def test_a_quiet_unchanged_log_is_answered_without_listing_it(
     spark: Any, tmp_path: Path, listings: list[str]
 ) -> None:
     root = tmp_path / "t"
-    _new_table(root)
-    _append(root, 2)
-    _age_log(root)
+    _quiet_table(root)
     table = DeltaTable.for_path(spark, str(root))
     first = table.snapshot()
     assert len(listings) == 1
@@ -347,9 +336,7 @@ def test_a_change_to_a_quiet_log_is_seen(
     spark: Any, tmp_path: Path, listings: list[str], change: str
 ) -> None:
     root = tmp_path / "t"
-    _new_table(root)
-    _append(root, 2)
-    _age_log(root)
+    _quiet_table(root)
     table = DeltaTable.for_path(spark, str(root))
     quiet = table.snapshot()
     assert quiet.state.num_of_files == 3
@@ -377,9 +364,7 @@ def test_history_of_a_quiet_unchanged_log_is_kept(
     spark: Any, tmp_path: Path, listings: list[str]
 ) -> None:
     root = tmp_path / "t"
-    _new_table(root)
-    _append(root, 2)
-    _age_log(root)
+    _quiet_table(root)
     table = DeltaTable.for_path(spark, str(root))
     first = table.history()
     assert [row["version"] for row in first.collect()] == [1, 0]

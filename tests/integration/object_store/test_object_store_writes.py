@@ -164,34 +164,26 @@ def test_a_quiet_log_on_s3_is_checked_with_no_listing_and_a_new_commit_is_seen(
     spark: Any,
     moto: MotoServer,
     s3_copy: Callable[[str], str],
-    monkeypatch: pytest.MonkeyPatch,
+    listings: list[str],
 ) -> None:
     """S3 keeps upload times (whole seconds): once the log is quiet, an unchanged log is told
     by one listing request of the driver, and a commit written after is seen."""
-    from delta_connect_py import snapshot_cache, table_log
+    from delta_connect_py import snapshot_cache
     from delta_connect_py.quiet_log import QUIET_LOG_MARGIN_MS
 
-    listed: list[str] = []
-    real = table_log.list_log
-
-    def counting(spark: Any, log_dir: str, *args: Any) -> Any:
-        listed.append(log_dir)
-        return real(spark, log_dir, *args)
-
-    monkeypatch.setattr(table_log, "list_log", counting)
     snapshot_cache.clear()
     uri = s3_copy(TABLES["ckpt"])
     time.sleep(QUIET_LOG_MARGIN_MS / 1000 + 1)
     table = DeltaTable.for_path(spark, uri)
     first = table.snapshot()
     assert table.snapshot() is first
-    assert len(listed) == 1
+    assert len(listings) == 1
 
     key = uri.split("://", 1)[1] + f"/_delta_log/{first.version + 1:020d}.json"
     with _store(moto).open_output_stream(key) as out:
         out.write(b'{"commitInfo":{"timestamp":1,"operation":"OPTIMIZE"}}\n')
     after = table.snapshot()
-    assert len(listed) == 2
+    assert len(listings) == 2
     assert after.version == first.version + 1
     assert after.state.num_of_files == first.state.num_of_files
     snapshot_cache.clear()
