@@ -698,17 +698,20 @@ _OBSERVED_HASHES = "fileNameHashes"
 def _file_name_hash_aggregation() -> Column:
     """The file name hashes of the rows' file actions, at most one more than
     ``MAX_OBSERVED_HASHES`` (to tell a full list from a cut one); sorted, as observed metrics
-    must be deterministic."""
+    must be deterministic. Joined into one comma-separated string: a Spark 4.0 server cannot
+    return an array in observed metrics (``Unsupported component type ... in arrays``)."""
     names = F.sort_array(F.collect_set(F.when(is_file_action(), _file_name_hash())))
-    return F.slice(names, 1, MAX_OBSERVED_HASHES + 1).alias(_OBSERVED_HASHES)
+    cut = F.slice(names, 1, MAX_OBSERVED_HASHES + 1).cast("array<string>")
+    return F.array_join(cut, ",").alias(_OBSERVED_HASHES)
 
 
 def _observed_hashes(metrics: dict[str, Any]) -> tuple[int, ...] | None:
     """The observed file name hashes, None when cut at the bound (or not returned)."""
-    hashes = metrics.get(_OBSERVED_HASHES)
-    if hashes is None or len(hashes) > MAX_OBSERVED_HASHES:
+    joined = metrics.get(_OBSERVED_HASHES)
+    if joined is None:
         return None
-    return tuple(int(h) for h in hashes)
+    hashes = tuple(int(h) for h in joined.split(",")) if joined else ()
+    return hashes if len(hashes) <= MAX_OBSERVED_HASHES else None
 
 
 @dataclasses.dataclass(frozen=True)
