@@ -192,7 +192,7 @@ _kept: LruPolicy[tuple[CacheKey, int | None], KeptHistory] = LruPolicy(
 
 def _kept_key(table: TableLog, limit: int | None) -> tuple[CacheKey, int | None] | None:
     """The key of ``table``'s kept history with ``limit``; None when caching is off."""
-    if not (table.snapshot_cache and snapshot_cache.enabled_by_environment()):
+    if not snapshot_cache.caches(table):
         return None
     return snapshot_cache.table_key(table), limit
 

@@ -226,6 +226,13 @@ def enabled_by_environment() -> bool:
     return os.environ.get(ENABLED_ENV, "1").strip().lower() not in _OFF
 
 
+def caches(table: TableLog) -> bool:
+    """Whether what is read of ``table`` may be kept and answered again: this cache, and the
+    other per-table caches that follow its switches (``snapshot_cache=False``, the
+    environment)."""
+    return table.snapshot_cache and enabled_by_environment()
+
+
 _lock = threading.RLock()
 _cache: LruPolicy[CacheKey, Entry] = LruPolicy(
     _env_int(MAX_ENTRIES_ENV, DEFAULT_MAX_ENTRIES),
@@ -288,7 +295,7 @@ def cached_snapshot(
 def _unchanged_latest(table: TableLog, snapshot_partitions: int | None) -> Snapshot | None:
     """The cached latest snapshot when its log is quiet and no log file was modified after the
     newest one it listed (one request, no job); None when that cannot be told this way."""
-    if not (table.snapshot_cache and enabled_by_environment()):
+    if not caches(table):
         return None
     key = _key(table, None, snapshot_partitions)
     with _lock:
@@ -311,7 +318,7 @@ def snapshot_for(
     """``table``'s snapshot at ``version`` (None: the latest) for the log as ``listing`` shows
     it: cached, extended from a cached one, or built afresh (``snapshot.build_snapshot``)."""
     segment = table.log_segment(version, listing)
-    if not (table.snapshot_cache and enabled_by_environment()):
+    if not caches(table):
         return build_snapshot(table, segment, listing, snapshot_partitions)
     key = _key(table, version, snapshot_partitions)
     with _lock:
@@ -324,13 +331,27 @@ def snapshot_for(
     elif latest is not None and _same_files(latest.listed, segment):
         return latest.snapshot
     else:
-        extended = None
-        if version is None and cached is not None and _same_lineage(cached.listed, listing):
-            extended = cached.snapshot.extended_to(segment)
-        snapshot = extended or build_snapshot(table, segment, listing, snapshot_partitions)
+        extendable = cached if version is None else None
+        snapshot = _extended_or_built(table, extendable, segment, listing, snapshot_partitions)
     with _lock:
         _cache.put(key, Entry(snapshot, segment, LogMark.of(listing)), keep=_keeps_state)
     return snapshot
+
+
+def _extended_or_built(
+    table: TableLog,
+    cached: Entry | None,
+    segment: LogSegment,
+    listing: LogListing,
+    snapshot_partitions: int | None,
+) -> Snapshot:
+    """``cached``'s snapshot extended to ``segment`` when the log only grew by commits since
+    (the same lineage), else ``segment``'s snapshot built afresh."""
+    if cached is not None and _same_lineage(cached.listed, listing):
+        extended = cached.snapshot.extended_to(segment)
+        if extended is not None:
+            return extended
+    return build_snapshot(table, segment, listing, snapshot_partitions)
 
 
 def table_key(table: TableLog) -> CacheKey:

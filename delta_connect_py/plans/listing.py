@@ -140,7 +140,7 @@ def _listing_rows(spark: SparkSession, log_dir: str, options: StorageOptions) ->
         with session_conf(spark, LISTING_CONF):
             return collect(listing)
     except AnalysisException as exc:
-        if "PATH_NOT_FOUND" not in str(exc):
+        if not _is_path_not_found(exc):
             raise
         return None
 
@@ -189,10 +189,15 @@ def log_file_names_modified_after(
     try:
         paths = reader.load(escape_glob(log_dir)).inputFiles()
     except AnalysisException as exc:
-        if "PATH_NOT_FOUND" not in str(exc):
+        if not _is_path_not_found(exc):
             raise
         return None
     return [path.rsplit("/", 1)[-1] for path in paths]
+
+
+def _is_path_not_found(exc: AnalysisException) -> bool:
+    """Whether Spark refused a read because its path does not exist (a missing log folder)."""
+    return "PATH_NOT_FOUND" in str(exc)
 
 
 def _is_hint_row(row: Any) -> bool:
