@@ -208,7 +208,8 @@ class Meter:
                 out["job_names"] = self.jobs.described(jobs_before, jobs_after)
         if self.trace and self.jobs is not None:
             sent = self.rpcs.sequence[sequence_start:]
-            ends = [rpc["issued"] for rpc in sent[1:]] + [self.jobs.issued()]
+            # Each RPC is followed by the jobs run until the next one was sent.
+            ends = [rpc["issued"] for rpc in sent[1:]] + [self.jobs.issued()] * bool(sent)
             out["rpc_sequence"] = [
                 f"{rpc['rpc']} [{end - rpc['issued']} jobs] by {rpc['by']}"
                 for rpc, end in zip(sent, ends, strict=True)

@@ -80,6 +80,7 @@ from delta_connect_py.plans.spark import (
     collect,
     map_in_arrow,
     observing,
+    one_row,
     session_conf,
     spark_schema,
 )
@@ -201,11 +202,6 @@ class Layout:
     v2: bool
     #: UUID-named V2 checkpoint: file actions in ``num_parts`` sidecars.
     sidecars: bool
-
-
-def _one_task(spark: SparkSession) -> DataFrame:
-    """One row in one partition: drives a worker body exactly once."""
-    return spark.range(0, 1, 1, 1)
 
 
 def num_parts_for(num_actions: int, part_size: int | None) -> int:
@@ -398,7 +394,7 @@ def _discard(spark: SparkSession, staging: str, options: StorageOptions) -> None
     """Best effort: a failed write's staging folder must not linger."""
     try:
         body = partial(discard_staging, staging, storage_options=options)
-        job = map_in_arrow(_one_task(spark), body, spark_schema(DELETED_SCHEMA))
+        job = map_in_arrow(one_row(spark), body, spark_schema(DELETED_SCHEMA))
         collect(job)
     except Exception:  # the original failure matters more; cleanup_metadata can retry later
         pass
@@ -417,7 +413,7 @@ def _publish(spark: SparkSession, request: PublishRequest) -> list[Any]:
         request.storage_options,
         partial(publish_checkpoint, request),
     )
-    job = map_in_arrow(_one_task(spark), body, spark_schema(PUBLISHED_SCHEMA))
+    job = map_in_arrow(one_row(spark), body, spark_schema(PUBLISHED_SCHEMA))
     try:
         rows = collect(job)
     except Exception as exc:
@@ -682,5 +678,5 @@ def _cleanup_metadata(table: TableLog, dry_run: bool, now: int) -> list[str]:
         table.storage_options,
         partial(delete_log_files, request),
     )
-    job = map_in_arrow(_one_task(table.spark), body, spark_schema(DELETED_SCHEMA))
+    job = map_in_arrow(one_row(table.spark), body, spark_schema(DELETED_SCHEMA))
     return [row["path"] for row in collect(job)]

@@ -37,7 +37,7 @@ from delta_connect_py.plans.loading import (
     read_commits,
 )
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
-from delta_connect_py.plans.spark import collect, map_in_arrow
+from delta_connect_py.plans.spark import collect, map_in_arrow, one_row
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind
 from delta_connect_py.protocol.segment import (
@@ -93,7 +93,7 @@ class TableLog:
         if self.table_root.startswith("file:"):
             return
         probe = AccessProbe(operation, self.log_dir, self.storage_options)
-        job = map_in_arrow(self.spark.range(0, 1, 1, 1), partial(probe_access, probe), "id long")
+        job = map_in_arrow(one_row(self.spark), partial(probe_access, probe), "id long")
         collect(job)
 
     @property

@@ -27,7 +27,6 @@ from functools import partial, reduce
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
-import pyarrow as pa
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
@@ -43,6 +42,7 @@ from delta_connect_py.plans.spark import (
     materialize,
     spark_schema,
     struct_fields,
+    task_numbers,
     union_all,
 )
 from delta_connect_py.protocol.actions import (
@@ -61,7 +61,7 @@ from delta_connect_py.worker.line_checks import LINE_PROBLEM_COLUMN
 from delta_connect_py.worker.log_files import (
     COMMIT_LINES_SCHEMA,
     CommitLinesRead,
-    read_commit_lines,
+    read_assigned_commit_lines,
 )
 
 if TYPE_CHECKING:
@@ -237,17 +237,17 @@ def _text_source_lines(spark: SparkSession, files: Sequence[LogFile], version: C
 def _worker_commit_lines(
     spark: SparkSession, files: Sequence[LogFile], request: CommitLinesRead
 ) -> DataFrame:
-    listing = pa.table(
-        {"version": [f.version for f in files], "path": [f.path for f in files]},
-        schema=pa.schema([("version", pa.int64()), ("path", pa.string())]),
-    )
+    """Lines of local ``files`` read by Python tasks, the files dealt round-robin.
+
+    The tasks are numbered by ``spark.range`` (one per partition) and find their files in the
+    body's arguments: no list of files is uploaded and shuffled to them, and the frame's
+    schema is known on the client (no analysis request for ``mapInArrow``'s columns).
+    """
     per_task = BYTES_PER_FILTERED_READ_TASK if request.only_containing else BYTES_PER_READ_TASK
     tasks = max(1, min(MAX_READ_TASKS, math.ceil(sum(f.size for f in files) / per_task)))
-    frame = spark.createDataFrame(listing)
-    # One task needs no shuffle to gather the listing; more are spread round-robin.
-    frame = frame.coalesce(1) if tasks == 1 else frame.repartition(tasks)
-    reader = partial(read_commit_lines, request)
-    return map_in_arrow(frame, reader, spark_schema(COMMIT_LINES_SCHEMA))
+    assigned = [[(f.version, f.path) for f in files[task::tasks]] for task in range(tasks)]
+    reader = partial(read_assigned_commit_lines, request, assigned)
+    return map_in_arrow(task_numbers(spark, tasks), reader, spark_schema(COMMIT_LINES_SCHEMA))
 
 
 def commit_lines(

@@ -22,9 +22,15 @@ from pyspark.errors import PySparkException
 from pyspark.sql.connect import proto
 from pyspark.sql.connect.observation import Observation
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
-from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    DataType,
+    LongType,
+    MapType,
+    StructField,
+    StructType,
+)
 
-from delta_connect_py.connections import session_key
 from delta_connect_py.spark_failures import raising_delta_errors
 from delta_connect_py.worker.archives import in_worker
 
@@ -172,22 +178,20 @@ def collect(df: DataFrame, reads_files: bool = True) -> list[Row]:
             return df.collect()
 
 
-#: ``one_row`` frames by session: a new ``spark.range`` has no schema on the client, and its
-#: ``mapInArrow`` asks the server for it (an analysis request per listing).
-_ONE_ROW: dict[str, DataFrame] = {}
-MAX_ONE_ROW_FRAMES = 16
+#: The schema of ``spark.range``'s frames, stated: a frame has none on the client, and a
+#: ``mapInArrow`` over it would ask the server for it (an analysis request per job).
+_RANGE_SCHEMA = StructType([StructField("id", LongType(), False)])
 
 
 def one_row(spark: SparkSession) -> DataFrame:
-    """``spark.range(0, 1, 1, 1)``: one row in one partition, for a Python task to run once;
-    the same frame (and so its schema, once known) for every call in a session."""
-    key = session_key(spark)
-    frame = _ONE_ROW.get(key)
-    if frame is None:
-        if len(_ONE_ROW) >= MAX_ONE_ROW_FRAMES:
-            _ONE_ROW.pop(next(iter(_ONE_ROW)))
-        frame = _ONE_ROW[key] = spark.range(0, 1, 1, 1)
-    return frame
+    """One row in one partition, for a Python task to run once."""
+    return task_numbers(spark, 1)
+
+
+def task_numbers(spark: SparkSession, tasks: int) -> DataFrame:
+    """Rows ``id`` 0 to ``tasks - 1``, one per partition: a Python body run by ``tasks`` tasks,
+    each knowing its number; the schema known on the client."""
+    return spark.range(0, tasks, 1, tasks).to(_RANGE_SCHEMA)
 
 
 def materialize(

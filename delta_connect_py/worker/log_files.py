@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import Any, AnyStr
@@ -321,6 +321,26 @@ def read_commit_lines(
                 yield lines.flush()
     if lines.versions:
         yield lines.flush()
+
+
+def read_assigned_commit_lines(
+    request: CommitLinesRead,
+    assigned: Sequence[Sequence[tuple[int, str]]],
+    batches: Iterable[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
+    """mapInArrow body over task numbers (``id`` rows, one per task, as ``spark.range`` makes
+    them): ``read_commit_lines`` of the ``(version, path)`` files ``assigned[id]``."""
+    named = (
+        pa.record_batch(
+            {
+                "version": pa.array([version for version, _ in assigned[task]], pa.int64()),
+                "path": pa.array([path for _, path in assigned[task]], pa.string()),
+            }
+        )
+        for batch in batches
+        for task in batch.column("id").to_pylist()
+    )
+    yield from read_commit_lines(request, named)
 
 
 #: Lines are sent in batches of about this many bytes (Arrow string offsets are 32-bit).

@@ -1,0 +1,83 @@
+"""Frames whose schema the client states: a ``mapInArrow`` over them asks the server nothing.
+
+Spark Connect's ``mapInArrow`` needs its input's column names; for a frame the client has no
+schema of, pyspark sends an ``AnalyzePlan`` request for them before the job. The commit line
+readers and the one-task jobs state their input's schema instead, and must still read right.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pyspark.sql.connect.functions as F
+import pytest
+
+from delta_connect_py.plans import loading
+from delta_connect_py.plans.spark import map_in_arrow, one_row, spark_schema
+from delta_connect_py.protocol.filenames import LogFile, parse_log_file
+from delta_connect_py.worker.log_files import (
+    COMMIT_LINES_SCHEMA,
+    CommitLinesRead,
+    read_assigned_commit_lines,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def schema_requests(spark: Any, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The schema analysis requests the client sends, in order."""
+    sent: list[object] = []
+    real = spark.client.schema
+
+    def counting(plan: object) -> Any:
+        sent.append(plan)
+        return real(plan)
+
+    monkeypatch.setattr(spark.client, "schema", counting)
+    return sent
+
+
+def _commits(log: Path, texts: list[str]) -> list[LogFile]:
+    log.mkdir()
+    files = []
+    for version, text in enumerate(texts):
+        path = log / f"{version:020d}.json"
+        path.write_text(text)
+        log_file = parse_log_file(path.as_uri(), size=len(text), modification_time=0)
+        assert log_file is not None
+        files.append(log_file)
+    return files
+
+
+def test_a_one_task_job_needs_no_analysis(
+    spark: Any, schema_requests: list[object], tmp_path: Path
+) -> None:
+    (commit,) = _commits(tmp_path / "_delta_log", ['{"add":{"path":"a"}}\n'])
+    request = CommitLinesRead(table_path=commit.path)
+    body = partial(read_assigned_commit_lines, request, [[(commit.version, commit.path)]])
+    job = map_in_arrow(one_row(spark), body, spark_schema(COMMIT_LINES_SCHEMA))
+    assert schema_requests == []
+    assert [row["value"] for row in job.collect()] == ['{"add":{"path":"a"}}']
+
+
+@pytest.mark.parametrize("bytes_per_task", [1 << 20, 1])
+def test_commit_lines_read_by_workers_need_no_analysis(
+    spark: Any,
+    schema_requests: list[object],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    bytes_per_task: int,
+) -> None:
+    monkeypatch.setattr(loading, "BYTES_PER_READ_TASK", bytes_per_task)  # 1: a task per file
+    texts = ['{"commitInfo":{}}\n{"add":{"path":"a"}}\n', '{"remove":{"path":"a"}}\n'] * 3
+    files = _commits(tmp_path / "_delta_log", texts)
+    lines = loading._worker_commit_lines(spark, files, CommitLinesRead(table_path=files[0].path))
+    assert schema_requests == []
+    tasks = lines.select(F.spark_partition_id().alias("task")).distinct().count()
+    assert tasks == (1 if bytes_per_task > 1 else len(files))
+    rows = sorted((row["version"], row["value"]) for row in lines.collect())
+    expected = [(v, line) for v, text in enumerate(texts) for line in text.splitlines()]
+    assert rows == sorted(expected)
