@@ -22,6 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
 from delta_connect_py import arguments
 from delta_connect_py.errors import (
@@ -73,6 +74,11 @@ def qualify_table_path(path: str) -> str:
     return path.rstrip("/") if path.rstrip("/") else path
 
 
+#: The access probe's output (it yields no rows), as a type: a DDL string would cost pyspark an
+#: analysis request to parse it.
+_NO_ROWS_SCHEMA = StructType([StructField("id", LongType())])
+
+
 @dataclass(frozen=True)
 class TableLog:
     """The log of the Delta table at ``table_root``, read through ``spark``."""
@@ -93,7 +99,7 @@ class TableLog:
         if self.table_root.startswith("file:"):
             return
         probe = AccessProbe(operation, self.log_dir, self.storage_options)
-        job = map_in_arrow(one_row(self.spark), partial(probe_access, probe), "id long")
+        job = map_in_arrow(one_row(self.spark), partial(probe_access, probe), _NO_ROWS_SCHEMA)
         collect(job)
 
     @property
