@@ -36,7 +36,11 @@ from delta_connect_py.plans.loading import (
     load_actions,
     malformed_commits_reported,
 )
-from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
+from delta_connect_py.plans.protocol_metadata import (
+    ProtocolAndMetadata,
+    ScannedPmLines,
+    protocol_and_metadata,
+)
 from delta_connect_py.plans.replay import ReconstructedState, reconstruct, reconstruct_after
 from delta_connect_py.plans.state import ComputedState, State, compute_state, observed_state
 from delta_connect_py.protocol import properties as props
@@ -230,15 +234,18 @@ class Snapshot:
         Example:
             >>> snap = snap.update()  # a poller: cheap when a few commits were added
         """
-        segment = self.table.log_segment()
+        listing = self.table.list_log(pm_lines_after=self.version)
+        segment = self.table.log_segment(None, listing)
         if segment.version == self.version:
             return self
-        extended = self.extended_to(segment)
+        extended = self.extended_to(segment, listing.pm_lines)
         if extended is None:
             return snapshot_of(self.table, snapshot_partitions=self.snapshot_partitions)
         return extended
 
-    def extended_to(self, segment: LogSegment) -> Snapshot | None:
+    def extended_to(
+        self, segment: LogSegment, scanned: ScannedPmLines | None = None
+    ) -> Snapshot | None:
         """The snapshot of ``segment`` (a later version of this table, listed now) built on this
         one's server-side state: only its commits after this version are read and replayed.
         None when that does not apply: this state is not computed, or ``segment`` has a newer
@@ -255,7 +262,11 @@ class Snapshot:
         if not reusable:
             return None
         pm = protocol_and_metadata(
-            self.spark, new_commits, table.log_dir, previous=self.protocol_and_metadata
+            self.spark,
+            new_commits,
+            table.log_dir,
+            previous=self.protocol_and_metadata,
+            scanned=scanned,
         )
         check_snapshot_readable(table, pm, segment.version)
         return Snapshot(
@@ -544,11 +555,17 @@ def snapshot_target(
     version: int | None,
     timestamp: datetime | str | None,
     snapshot_partitions: int | None,
+    known_version: int = -1,
 ) -> tuple[LogListing, int | None]:
     """The arguments of a snapshot request checked (before any job), the log listed, and the
-    version asked for (None: the latest) with a timestamp resolved against that listing."""
+    version asked for (None: the latest) with a timestamp resolved against that listing.
+
+    A latest snapshot's listing brings the P&M lines of the commits after ``known_version``
+    (the version of a snapshot it may extend; -1: none), which its P&M then need no job for.
+    """
     version, timestamp = check_snapshot_arguments(version, timestamp, snapshot_partitions)
-    listing = table.list_log()
+    latest = version is None and timestamp is None
+    listing = table.list_log(pm_lines_after=known_version if latest else None)
     if timestamp is not None:
         version = table.version_at(timestamp, listing)
     return listing, version

@@ -288,8 +288,18 @@ def cached_snapshot(
         unchanged = _unchanged_latest(table, snapshot_partitions)
         if unchanged is not None:
             return unchanged
-    listing, version = snapshot_target(table, version, timestamp, snapshot_partitions)
+    known = _cached_latest_version(table, snapshot_partitions)
+    listing, version = snapshot_target(table, version, timestamp, snapshot_partitions, known)
     return snapshot_for(table, listing, version, snapshot_partitions)
+
+
+def _cached_latest_version(table: TableLog, snapshot_partitions: int | None) -> int:
+    """The version of the cached latest snapshot a new one may extend; -1 when none."""
+    if not caches(table):
+        return -1
+    with _lock:
+        entry = _cache.peek(_key(table, None, snapshot_partitions))
+    return -1 if entry is None else entry.snapshot.version
 
 
 def _unchanged_latest(table: TableLog, snapshot_partitions: int | None) -> Snapshot | None:
@@ -348,7 +358,7 @@ def _extended_or_built(
     """``cached``'s snapshot extended to ``segment`` when the log only grew by commits since
     (the same lineage), else ``segment``'s snapshot built afresh."""
     if cached is not None and _same_lineage(cached.listed, listing):
-        extended = cached.snapshot.extended_to(segment)
+        extended = cached.snapshot.extended_to(segment, listing.pm_lines)
         if extended is not None:
             return extended
     return build_snapshot(table, segment, listing, snapshot_partitions)

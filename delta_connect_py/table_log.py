@@ -107,9 +107,11 @@ class TableLog:
         """The ``_delta_log`` folder's URI."""
         return f"{self.table_root}/_delta_log"
 
-    def list_log(self) -> LogListing:
-        """Every log file with size and modification time (one Spark job)."""
-        return list_log(self.spark, self.log_dir, self.storage_options)
+    def list_log(self, pm_lines_after: int | None = None) -> LogListing:
+        """Every log file with size and modification time (one Spark job); with
+        ``pm_lines_after``, for a snapshot about to load its protocol and metadata, a local
+        log's P&M lines of the commits after that version too (``list_log``)."""
+        return list_log(self.spark, self.log_dir, self.storage_options, pm_lines_after)
 
     def log_segment(
         self, version: int | None = None, listing: LogListing | None = None
@@ -151,7 +153,11 @@ class TableLog:
                     else listing.checksum_texts.get(segment.checksum.path)
                 )
                 pm = protocol_and_metadata(
-                    self.spark, segment, self.log_dir, checksum_text=checksum_text
+                    self.spark,
+                    segment,
+                    self.log_dir,
+                    checksum_text=checksum_text,
+                    scanned=listing.pm_lines,
                 )
                 return segment, pm
             except CorruptLogFileError as error:

@@ -31,6 +31,11 @@ from typing import TYPE_CHECKING, Any
 import pyspark.sql.connect.functions as F
 from pyspark.errors import AnalysisException
 
+from delta_connect_py.plans.protocol_metadata import (
+    ScannedPmLines,
+    pm_lines_scan,
+    scanned_line_columns,
+)
 from delta_connect_py.plans.spark import (
     collect,
     escape_glob,
@@ -48,6 +53,8 @@ from delta_connect_py.worker.log_files import (
     LISTING_SCHEMA,
     MISSING,
     NO_LOG_DIR,
+    PM_LINE,
+    PM_SCAN,
     UNREACHABLE,
     LastCheckpointRead,
     list_local_log,
@@ -83,6 +90,9 @@ class LogListing:
     #: The server's clock (ms since the epoch) when the listing's query was planned: files
     #: written after the listing have modification times from about then on. None: unknown.
     listed_at_ms: int | None = None
+    #: The P&M lines of the newest commits, when asked for and the listing's job read them (a
+    #: local log: see ``protocol_metadata.pm_lines_scan``).
+    pm_lines: ScannedPmLines | None = None
 
     @property
     def newest_modification_ms(self) -> int:
@@ -121,15 +131,24 @@ def _hint_frame(spark: SparkSession, log_dir: str, options: StorageOptions) -> D
     return map_in_arrow(one_row(spark), reader, spark_schema(LISTING_SCHEMA))
 
 
-def _local_listing_frame(spark: SparkSession, log_dir: str) -> DataFrame:
-    reader = partial(list_local_log, LastCheckpointRead(log_dir=log_dir))
+def _local_listing_frame(
+    spark: SparkSession, log_dir: str, pm_lines_after: int | None
+) -> DataFrame:
+    scan = None if pm_lines_after is None else pm_lines_scan(pm_lines_after)
+    reader = partial(list_local_log, LastCheckpointRead(log_dir=log_dir), scan)
     return map_in_arrow(one_row(spark), reader, spark_schema(LISTING_SCHEMA))
 
 
-def _listing_rows(spark: SparkSession, log_dir: str, options: StorageOptions) -> list[Any] | None:
+def _listing_rows(
+    spark: SparkSession, log_dir: str, options: StorageOptions, pm_lines_after: int | None
+) -> list[Any] | None:
     """The listing and hint rows, or None when ``log_dir`` does not exist."""
     if log_dir.startswith("file:"):
-        local = union_all([_local_listing_frame(spark, log_dir), _clock_frame(spark)])
+        listing = _local_listing_frame(spark, log_dir, pm_lines_after)
+        local = union_all([listing, _clock_frame(spark)])
+        if pm_lines_after is not None:
+            is_pm_line = F.col("length") == F.lit(PM_LINE)
+            local = local.select("*", *scanned_line_columns(is_pm_line, F.col("content")))
         rows = collect(local, reads_files=False)
         return None if any(row["length"] == NO_LOG_DIR for row in rows) else rows
     frames = [_files_frame(spark, log_dir), _clock_frame(spark)]
@@ -146,15 +165,21 @@ def _listing_rows(spark: SparkSession, log_dir: str, options: StorageOptions) ->
 
 
 def list_log(
-    spark: SparkSession, log_dir: str, options: StorageOptions = NO_STORAGE_OPTIONS
+    spark: SparkSession,
+    log_dir: str,
+    options: StorageOptions = NO_STORAGE_OPTIONS,
+    pm_lines_after: int | None = None,
 ) -> LogListing:
     """Every Delta log file in ``log_dir`` plus the parsed ``_last_checkpoint`` hint (read by a
-    worker with ``options``, see ``worker.stores``)."""
-    rows = _listing_rows(spark, log_dir, options)
+    worker with ``options``, see ``worker.stores``); with ``pm_lines_after``, a local log's
+    listing also brings the P&M lines of its commits after that version, when no checkpoint is
+    newer (``LogListing.pm_lines``)."""
+    rows = _listing_rows(spark, log_dir, options, pm_lines_after)
     if rows is None:
         return LogListing(log_dir, (), None, log_dir_exists=False)
     clock_rows = [row for row in rows if row["length"] == CLOCK_ROW]
-    rows = [row for row in rows if row["length"] != CLOCK_ROW]
+    pm_rows = [row for row in rows if row["length"] in (PM_LINE, PM_SCAN)]
+    rows = [row for row in rows if row["length"] not in (CLOCK_ROW, PM_LINE, PM_SCAN)]
     hint_rows = [row for row in rows if _is_hint_row(row)]
     file_rows = [row for row in rows if not _is_hint_row(row)]
     files = [
@@ -167,6 +192,29 @@ def list_log(
         log_dir_exists=True,
         checksum_texts={row["path"]: row["content"] for row in file_rows if row["content"]},
         listed_at_ms=clock_rows[0]["modificationTime"] if clock_rows else None,
+        pm_lines=_scanned_pm_lines(pm_rows),
+    )
+
+
+def _scanned_pm_lines(rows: Sequence[Any]) -> ScannedPmLines | None:
+    """The P&M lines of a listing's rows, when it made the scan (its ``PM_SCAN`` row)."""
+    scans = [row for row in rows if row["length"] == PM_SCAN]
+    if len(scans) != 1:
+        return None
+    lines = [row for row in rows if row["length"] == PM_LINE]
+    return ScannedPmLines(
+        after_version=scans[0]["modificationTime"],
+        newest_version=int(scans[0]["content"]),
+        rows=tuple(
+            {
+                "version": row["modificationTime"],
+                "protocol": row["protocol"],
+                "metaData": row["metaData"],
+                "ict": row["ict"],
+                "invalid": row["invalid"],
+            }
+            for row in lines
+        ),
     )
 
 

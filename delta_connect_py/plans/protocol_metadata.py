@@ -3,10 +3,14 @@
 Responsibility: delta-spark's P&M fast path: from the version checksum (``v.crc``) when it holds
 both (parsed on the client when the listing brought its text, else read by Spark), else from
 only the ``protocol``, ``metaData`` and ``commitInfo.inCommitTimestamp`` columns of the
-checkpoint and the commits after it (one small collect, newest wins).
+checkpoint and the commits after it (one small collect, newest wins). For a local log whose
+segment has no checkpoint, the listing's own job can bring those commits' P&M lines, parsed
+(``pm_lines_scan``, ``ScannedPmLines``): then no job of its own.
 
 Invariants: a missing protocol or metadata raises ``DELTA_STATE_RECOVER_ERROR`` naming the
-version; the in-commit timestamp is taken only from the snapshot version's own commit.
+version; the in-commit timestamp is taken only from the snapshot version's own commit. Lines the
+listing brought are used only when they are the lines this read would parse, every one of them
+valid (Spark's parser, the same checks); otherwise this read runs and reports what it finds.
 """
 
 from __future__ import annotations
@@ -18,9 +22,12 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyspark.sql.connect.functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 from delta_connect_py.errors import StateRecoverError
+from delta_connect_py.plans.action_lines import invalid_line_reason
 from delta_connect_py.plans.loading import (
+    BYTES_PER_FILTERED_READ_TASK,
     commit_lines,
     conformed_state_rows,
     malformed_commits_reported,
@@ -29,10 +36,13 @@ from delta_connect_py.plans.loading import (
 )
 from delta_connect_py.plans.spark import collect, escape_glob, spark_schema, union_all
 from delta_connect_py.protocol.actions import METADATA, PROTOCOL, VERSION_COLUMN, Metadata, Protocol
-from delta_connect_py.worker.log_files import CommitLinesRead
+from delta_connect_py.protocol.filenames import LogFileKind
+from delta_connect_py.worker.log_files import CommitLinesRead, PmLinesScan
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from collections.abc import Iterable
+
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from delta_connect_py.protocol.filenames import LogFile
     from delta_connect_py.protocol.segment import LogSegment
@@ -61,6 +71,67 @@ CHECKSUM_SCHEMA = spark_schema(
         ]
     )
 )
+
+
+#: The listing's lines are parsed as a P&M read parses them, marking a line it would fail on.
+_CORRUPT_RECORD = "_corrupt_record"
+_MARKED_PM_LINE_SCHEMA = StructType(
+    [*PM_LINE_SCHEMA.fields, StructField(_CORRUPT_RECORD, StringType(), True)]
+)
+
+
+def pm_lines_scan(after_version: int) -> PmLinesScan:
+    """What a local listing reads for the P&M of the commits after ``after_version`` (-1: every
+    commit, when the log has no checkpoint): the lines ``_commit_pm_rows`` would parse."""
+    return PmLinesScan(
+        after_version=after_version,
+        only_containing=PM_SUBSTRINGS[:2],
+        newest_also_containing=PM_SUBSTRINGS[2:],
+        max_bytes=BYTES_PER_FILTERED_READ_TASK,
+    )
+
+
+def scanned_line_columns(is_pm_line: Column, line: Column) -> list[Column]:
+    """The columns a listing adds for its P&M lines (null on other rows): ``protocol``,
+    ``metaData`` and ``ict`` as ``_commit_pm_rows`` parses them, and ``invalid``: whether that
+    read would fail on the line (Spark's parser, then ``action_lines``' checks)."""
+    options = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT_RECORD}
+    parsed = F.when(is_pm_line, F.from_json(line, _MARKED_PM_LINE_SCHEMA, options))
+    reason = invalid_line_reason(F.lit(None).cast("string"), parsed, PM_LINE_SCHEMA)
+    return [
+        parsed.getField("protocol").alias("protocol"),
+        parsed.getField("metaData").alias("metaData"),
+        parsed.getField("commitInfo").getField("inCommitTimestamp").alias("ict"),
+        (parsed.getField(_CORRUPT_RECORD).isNotNull() | reason.isNotNull()).alias("invalid"),
+    ]
+
+
+@dataclass(frozen=True)
+class ScannedPmLines:
+    """The P&M lines a local listing brought (``pm_lines_scan``): of every commit after
+    ``after_version`` up to ``newest_version``, each parsed (``scanned_line_columns``)."""
+
+    after_version: int
+    newest_version: int
+    #: ``version``, ``protocol``, ``metaData``, ``ict`` and ``invalid`` of each line, in the
+    #: order of the commits' lines.
+    rows: tuple[dict[str, Any], ...]
+
+    def rows_for(self, segment: LogSegment) -> list[dict[str, Any]] | None:
+        """The lines of ``segment``'s commits, when the scan read exactly what a P&M read of
+        ``segment`` would and every line is valid; else None."""
+        commits = segment.commits
+        covered = (
+            segment.checkpoint is None
+            and bool(commits)
+            and segment.version == self.newest_version
+            and all(c.kind is LogFileKind.COMMIT for c in commits)
+            and commits[0].version > self.after_version
+        )
+        if not covered:
+            return None
+        rows = [row for row in self.rows if row[VERSION_COLUMN] >= commits[0].version]
+        return None if any(row["invalid"] for row in rows) else rows
 
 
 @dataclass(frozen=True)
@@ -219,10 +290,12 @@ def protocol_and_metadata(
     log_dir: str,
     previous: ProtocolAndMetadata | None = None,
     checksum_text: str | None = None,
+    scanned: ScannedPmLines | None = None,
 ) -> ProtocolAndMetadata:
     """The snapshot's protocol, metadata and in-commit timestamp (one small Spark job, none
     when ``checksum_text``, the text of the segment's version checksum the listing brought,
-    holds them).
+    holds them, or when the P&M lines the listing brought (``scanned``) cover the segment and
+    hold both).
 
     With ``previous`` (the P&M as of the version just before ``segment.commits``), only those
     commits are read and whatever they do not change is carried over.
@@ -242,23 +315,43 @@ def protocol_and_metadata(
     reads_files = segment.checkpoint is not None or not all(
         commit.path.startswith("file:") for commit in segment.commits
     )
+    scanned_rows = None if scanned is None else scanned.rows_for(segment)
+    if scanned_rows is not None:
+        protocol, metadata, ict = _newest(scanned_rows, previous, segment.version)
+        if protocol is not None and metadata is not None:
+            return _recovered(protocol, metadata, ict, segment.version)
+        # Missing: the read below reports it as it always has.
     with malformed_commits_reported(spark, segment.commits, log_dir, PM_LINE_SCHEMA):
         rows = collect(_log_rows(spark, segment, log_dir), reads_files=reads_files)
-    rows = sorted(rows, key=lambda r: r[VERSION_COLUMN])
+    return _recovered(*_newest(rows, previous, segment.version), segment.version)
+
+
+def _newest(
+    rows: Iterable[Any], previous: ProtocolAndMetadata | None, version: int
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, int | None]:
+    """The newest protocol and metadata actions of ``rows`` (over ``previous``'s), and the
+    in-commit timestamp of the commit of ``version``."""
+    ict: int | None = None
     protocol: dict[str, Any] | None = None if previous is None else previous.protocol.to_action()
     metadata: dict[str, Any] | None = None if previous is None else previous.metadata.to_action()
-    ict: int | None = None
-    for row in rows:
+    for row in sorted(rows, key=lambda r: r[VERSION_COLUMN]):
         if row["protocol"] is not None and row["protocol"]["minReaderVersion"] is not None:
             protocol = row["protocol"].asDict(recursive=True)
         if row["metaData"] is not None and row["metaData"]["id"] is not None:
             metadata = row["metaData"].asDict(recursive=True)
-        if row["ict"] is not None:
+        if row[VERSION_COLUMN] == version and row["ict"] is not None:
             ict = row["ict"]
+    return protocol, metadata, ict
+
+
+def _recovered(
+    protocol: dict[str, Any] | None, metadata: dict[str, Any] | None, ict: int | None, version: int
+) -> ProtocolAndMetadata:
+    """The P&M of ``version``; ``DELTA_STATE_RECOVER_ERROR`` when either is missing."""
     if protocol is None:
-        raise StateRecoverError(operation="protocol", version=segment.version)
+        raise StateRecoverError(operation="protocol", version=version)
     if metadata is None:
-        raise StateRecoverError(operation="metadata", version=segment.version)
+        raise StateRecoverError(operation="metadata", version=version)
     return ProtocolAndMetadata(
         protocol=Protocol.from_action(protocol),
         metadata=Metadata.from_action(metadata),

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.protocol.filenames import LogFileKind, parse_log_file
 from delta_connect_py.protocol.last_checkpoint import (
     CorruptLastCheckpointError,
     parse_last_checkpoint,
@@ -48,6 +49,12 @@ UNREACHABLE = -4
 NO_LOG_DIR = -3
 #: The ``length`` of the listing's row that carries the server's clock, not a file.
 CLOCK_ROW = -5
+#: The ``length`` of a listing row that carries a commit line that may hold protocol or
+#: metadata (``content``), of the commit whose version is its ``modificationTime``.
+PM_LINE = -6
+#: The ``length`` of the listing row saying which commits the P&M scan read: those after
+#: ``modificationTime`` up to the version in ``content``. Without it, no scan was made.
+PM_SCAN = -7
 
 #: The row layout shared with the log listing, so both arrive in one collect.
 LISTING_SCHEMA = pa.schema(
@@ -175,12 +182,26 @@ def read_last_checkpoint(
     )
 
 
+@dataclass(frozen=True)
+class PmLinesScan:
+    """Commit lines a local listing reads besides the names: of the commits after
+    ``after_version``, those that can hold protocol or metadata (the lines a P&M read of those
+    commits parses, see ``CommitLinesRead``), when no checkpoint is newer than ``after_version``
+    and the commits hold at most ``max_bytes``."""
+
+    after_version: int
+    only_containing: tuple[str, ...]
+    newest_also_containing: tuple[str, ...]
+    max_bytes: int
+
+
 def list_local_log(
-    request: LastCheckpointRead, _: Iterable[pa.RecordBatch]
+    request: LastCheckpointRead, scan: PmLinesScan | None, _: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """mapInArrow body: every visible file of a local ``_delta_log`` plus the hint row; the
     newest version checksum's row carries its text (``content``), so that a snapshot of the
-    latest version takes its protocol and metadata from it without another job.
+    latest version takes its protocol and metadata from it without another job; with a
+    ``scan``, also the P&M lines it asks for (``pm_scan_rows``).
 
     Visible means what Spark's file sources would list: regular files whose names do not start
     with ``_`` or ``.``. Paths keep the Hadoop form of ``log_dir`` (``file:/a b/_delta_log/x``).
@@ -214,7 +235,59 @@ def list_local_log(
         },
         schema=LISTING_SCHEMA,
     )
+    if scan is not None:
+        scanned = pm_scan_rows(scan, request.log_dir, [(prefix + i.base_name, i) for i in visible])
+        if scanned:
+            yield pa.RecordBatch.from_pylist(scanned, schema=LISTING_SCHEMA)
     yield from read_last_checkpoint(request, [])
+
+
+def pm_scan_rows(scan: PmLinesScan, log_dir: str, files: Sequence[tuple[str, Any]]) -> list[Any]:
+    """The ``PM_LINE`` rows of the commits ``scan`` asks for, then the ``PM_SCAN`` row; none
+    at all when the scan does not apply (a newer checkpoint, too many bytes) or meets a line
+    the P&M read would fail on (the client then runs that read, which reports it)."""
+    commits: dict[int, tuple[str, Any]] = {}
+    for path, info in files:
+        log_file = parse_log_file(path, info.size, 0)
+        if log_file is None or log_file.version <= scan.after_version:
+            continue
+        if log_file.kind is LogFileKind.CHECKSUM:
+            continue
+        if log_file.kind is not LogFileKind.COMMIT or log_file.version in commits:
+            return []  # a newer checkpoint (or compaction) starts another segment
+        commits[log_file.version] = (path, info)
+    versions = sorted(commits)
+    if not versions or sum(commits[v][1].size for v in versions) > scan.max_bytes:
+        return []
+    request = CommitLinesRead(
+        table_path=log_dir,
+        only_containing=scan.only_containing,
+        newest_also_containing=scan.newest_also_containing,
+        newest_version=versions[-1],
+    )
+    rows = []
+    for version in versions:
+        path, info = commits[version]
+        lines = _checked_lines(request, version, info.path)
+        if lines is None:
+            return []
+        rows += [
+            {"path": path, "length": PM_LINE, "modificationTime": version, "content": line}
+            for line in lines
+        ]
+    scanned = {"path": log_dir, "length": PM_SCAN, "modificationTime": scan.after_version}
+    return [*rows, {**scanned, "content": str(versions[-1])}]
+
+
+def _checked_lines(request: CommitLinesRead, version: int, path: str) -> list[str] | None:
+    """``_wanted_lines`` as text; None when a line has a problem the read would fail on."""
+    try:
+        lines = _wanted_lines(request, version, path)
+        if any(line_problem(line) is not None for line in lines):
+            return None
+        return [line.decode("utf-8") for line in lines]
+    except (WorkerFailure, UnicodeDecodeError):
+        return None
 
 
 #: A version checksum up to this size travels with the listing (delta-spark's hold the table's

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote
 
@@ -15,6 +16,8 @@ from delta_connect_py.worker.failures import WorkerFailure, decode_worker_failur
 from delta_connect_py.worker.log_files import (
     MAX_LISTED_CHECKSUM_BYTES,
     NO_LOG_DIR,
+    PM_LINE,
+    PM_SCAN,
     CommitLinesRead,
     LastCheckpointRead,
     file_uri,
@@ -149,7 +152,7 @@ def test_local_listing_sees_what_spark_file_sources_see(tmp_path: Path) -> None:
         (log / hidden).write_text("{}")
     (log / "_last_checkpoint").write_text('{"version":0,"size":1}')
     request = LastCheckpointRead(log_dir=f"file:{log}", tries=1)
-    rows = [row for out in list_local_log(request, []) for row in out.to_pylist()]
+    rows = [row for out in list_local_log(request, None, []) for row in out.to_pylist()]
     hint_path = f"file:{log}/_last_checkpoint"
     files = sorted(row["path"] for row in rows if row["path"] != hint_path)
     assert files == [f"file:{log}/{name}" for name in ("0" * 20 + ".crc", "0" * 20 + ".json")]
@@ -167,16 +170,79 @@ def test_local_listing_brings_only_the_newest_small_checksum(tmp_path: Path) -> 
     for version in (1, 2, 10):
         (log / f"{version:020d}.crc").write_text(f'{{"v":{version}}}')
     request = LastCheckpointRead(log_dir=f"file:{log}", tries=1)
-    rows = [row for out in list_local_log(request, []) for row in out.to_pylist()]
+    rows = [row for out in list_local_log(request, None, []) for row in out.to_pylist()]
     contents = {row["path"].rsplit("/", 1)[-1]: row["content"] for row in rows}
     assert contents[f"{10:020d}.crc"] == '{"v":10}'
     assert contents[f"{1:020d}.crc"] is None and contents[f"{2:020d}.crc"] is None
     (log / f"{11:020d}.crc").write_text("x" * (MAX_LISTED_CHECKSUM_BYTES + 1))
-    rows = [row for out in list_local_log(request, []) for row in out.to_pylist()]
+    rows = [row for out in list_local_log(request, None, []) for row in out.to_pylist()]
     assert all(row["content"] is None for row in rows if row["path"].endswith(".crc"))
 
 
 def test_local_listing_of_a_missing_log_says_so(tmp_path: Path) -> None:
     request = LastCheckpointRead(log_dir=f"file:{tmp_path}/nothing/_delta_log", tries=1)
-    rows = [row for out in list_local_log(request, []) for row in out.to_pylist()]
+    rows = [row for out in list_local_log(request, None, []) for row in out.to_pylist()]
     assert [row["length"] for row in rows] == [NO_LOG_DIR]
+
+
+_PROTOCOL = '{"protocol":{"minReaderVersion":1,"minWriterVersion":2}}'
+_METADATA = '{"metaData":{"id":"t","format":{"provider":"parquet"},"partitionColumns":[]}}'
+_ADD = '{"add":{"path":"a","size":1,"modificationTime":1,"dataChange":true,"partitionValues":{}}}'
+_INFO = '{"commitInfo":{"inCommitTimestamp":7,"operation":"WRITE"}}'
+
+
+def _pm_log(tmp_path: Path, commits: int) -> Path:
+    log = tmp_path / "_delta_log"
+    log.mkdir()
+    (log / f"{0:020d}.json").write_text("\n".join([_INFO, _PROTOCOL, _METADATA, _ADD]) + "\n")
+    for version in range(1, commits):
+        (log / f"{version:020d}.json").write_text(f"{_INFO}\n{_ADD}\n")
+    return log
+
+
+def _scanned(log: Path, after: int, max_bytes: int = 1 << 20) -> list[dict[str, object]]:
+    from delta_connect_py.plans.protocol_metadata import pm_lines_scan
+
+    scan = dataclasses.replace(pm_lines_scan(after), max_bytes=max_bytes)
+    request = LastCheckpointRead(log_dir=f"file:{log}", tries=1)
+    rows = [row for out in list_local_log(request, scan, []) for row in out.to_pylist()]
+    return [row for row in rows if row["length"] in (PM_LINE, PM_SCAN)]
+
+
+def test_local_listing_brings_the_pm_lines_of_every_commit_after_a_version(
+    tmp_path: Path,
+) -> None:
+    log = _pm_log(tmp_path, 3)
+    rows = _scanned(log, -1)
+    lines = [(row["modificationTime"], row["content"]) for row in rows if row["length"] == PM_LINE]
+    # Protocol and metaData lines of every commit; the commit info only of the newest one.
+    assert lines == [(0, _PROTOCOL), (0, _METADATA), (2, _INFO)]
+    assert [(r["modificationTime"], r["content"]) for r in rows if r["length"] == PM_SCAN] == [
+        (-1, "2")
+    ]
+    after_one = _scanned(log, 1)
+    assert [(r["modificationTime"], r["content"]) for r in after_one] == [(2, _INFO), (1, "2")]
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["checkpoint", "bytes", "joined line", "not utf-8", "path not a string"],
+)
+def test_local_listing_makes_no_pm_scan_the_pm_read_would_not_take(
+    tmp_path: Path, damage: str
+) -> None:
+    log = _pm_log(tmp_path, 3)
+    max_bytes = 1 << 20
+    if damage == "checkpoint":
+        (log / f"{1:020d}.checkpoint.parquet").write_bytes(b"PAR1")
+    elif damage == "bytes":
+        max_bytes = 100
+    elif damage == "joined line":
+        (log / f"{1:020d}.json").write_text(_ADD + _PROTOCOL + "\n")
+    elif damage == "not utf-8":
+        (log / f"{1:020d}.json").write_bytes(_PROTOCOL.encode()[:-2] + b"\xff}}\n")
+    else:  # a line the P&M read parses (it names metaData), so checks in full
+        (log / f"{1:020d}.json").write_text('{"add":{"path":5,"tags":{"metaData":"x"}}}\n')
+    assert _scanned(log, -1, max_bytes) == []
+    if damage == "checkpoint":  # commits after the checkpoint are scanned
+        assert [r["length"] for r in _scanned(log, 1, max_bytes)] == [PM_LINE, PM_SCAN]

@@ -1,0 +1,90 @@
+"""A local log's listing brings the protocol and metadata lines of its commits.
+
+A latest snapshot whose segment has no checkpoint then takes its P&M from them, with no job of
+its own, and a snapshot extended by new commits takes theirs likewise. What it takes must equal
+what the P&M read of the same commits finds, the in-commit timestamp included, and a damaged
+line must still be reported by that read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable as RsTable
+from deltalake import write_deltalake
+
+from delta_connect_py import DeltaTable
+from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.plans import protocol_metadata
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def pm_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The versions whose P&M were read by a job of their own, in order."""
+    read: list[int] = []
+    real = protocol_metadata._log_rows
+
+    def counting(spark: Any, segment: Any, log_dir: str) -> Any:
+        read.append(segment.version)
+        return real(spark, segment, log_dir)
+
+    monkeypatch.setattr(protocol_metadata, "_log_rows", counting)
+    return read
+
+
+def _without_checksums(path: Path) -> Path:
+    for checksum in (path / "_delta_log").glob("*.crc"):
+        checksum.unlink()
+    return path
+
+
+def test_a_snapshot_takes_its_pm_from_the_listing(
+    spark: Any, conformance_table: Any, pm_reads: list[int]
+) -> None:
+    path = _without_checksums(conformance_table("delta-rs/cdc_ict_table/delta"))
+    table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
+    from_listing = table.snapshot().protocol_and_metadata
+    assert pm_reads == []
+    segment = table.log_segment()
+    read = protocol_metadata.protocol_and_metadata(spark, segment, table.log_dir)
+    assert pm_reads == [segment.version]
+    assert from_listing == read
+    assert read.in_commit_timestamp is not None  # the table writes in-commit timestamps
+
+
+def test_an_extended_snapshot_takes_the_new_commits_pm_from_the_listing(
+    spark: Any, tmp_path: Path, pm_reads: list[int]
+) -> None:
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"id": [1, 2]}))
+    write_deltalake(str(path), pa.table({"id": [3]}), mode="append")
+    table = DeltaTable.for_path(spark, str(path))
+    first = table.snapshot()
+    first.state  # noqa: B018 (computed: a later snapshot extends it)
+    RsTable(str(path)).alter.set_table_properties({"delta.logRetentionDuration": "interval 9 days"})
+    _without_checksums(path)
+    extended = table.snapshot()
+    assert extended.version == first.version + 1
+    assert extended.metadata.configuration["delta.logRetentionDuration"] == "interval 9 days"
+    assert pm_reads == []
+    fresh = DeltaTable.for_path(spark, str(path), snapshot_cache=False).snapshot()
+    assert extended.protocol_and_metadata == fresh.protocol_and_metadata
+    assert extended.state == fresh.state
+
+
+def test_a_damaged_metadata_line_is_still_reported(
+    spark: Any, conformance_table: Any, pm_reads: list[int]
+) -> None:
+    path = _without_checksums(conformance_table("delta-rs/cdc_ict_table/delta"))
+    newest = sorted((path / "_delta_log").glob("*.json"))[-1]
+    # A metaData action without its id: Spark's parser takes it, the protocol does not.
+    newest.write_text(newest.read_text() + '{"metaData":{"format":{"provider":"parquet"}}}\n')
+    table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
+    with pytest.raises(CorruptLogFileError, match="metaData action has no id"):
+        table.snapshot()
+    assert pm_reads  # the listing's lines were not taken: the P&M read ran and reported it
