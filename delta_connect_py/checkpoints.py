@@ -581,7 +581,7 @@ class TableCleanup:
 
 def plan_table_cleanup(table: TableLog, now: int | None = None) -> TableCleanup:
     """What a cleanup of ``table`` at ``now`` (default: the clock) deletes and writes."""
-    listing = table.list_log()
+    listing = table.list_log(pm_lines_after=-1)  # the latest P&M are loaded below
     if not listing.files:
         raise MissingDeltaTableError(path=table.table_root, log_path=table.log_dir)
     latest, pm = table.loaded_segment(table.log_segment(None, listing), listing)

@@ -148,7 +148,7 @@ def history(table: TableLog, limit: int | None = None) -> DataFrame:
         kept = _kept.get(key) if key is not None else None
     if kept is not None and unchanged_since(table.spark, table.log_dir, kept.mark):
         return kept.rows
-    listing = table.list_log()
+    listing = table.list_log(pm_lines_after=-1)  # the latest P&M are loaded (ICT settings)
     rows = _history_rows(table, listing, limit)
     if key is not None:
         with _kept_lock:

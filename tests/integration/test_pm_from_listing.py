@@ -8,6 +8,7 @@ line must still be reported by that read.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -88,3 +89,18 @@ def test_a_damaged_metadata_line_is_still_reported(
     with pytest.raises(CorruptLogFileError, match="metaData action has no id"):
         table.snapshot()
     assert pm_reads  # the listing's lines were not taken: the P&M read ran and reported it
+
+
+def test_history_takes_the_ict_settings_from_the_listing(
+    spark: Any, conformance_table: Any, pm_reads: list[int]
+) -> None:
+    path = _without_checksums(conformance_table("delta-rs/cdc_ict_table/delta"))
+    rows = DeltaTable.for_path(spark, str(path)).history().collect()
+    assert pm_reads == []
+    expected = {}
+    for commit in (path / "_delta_log").glob("*.json"):
+        info = next(
+            json.loads(line) for line in commit.read_text().splitlines() if "commitInfo" in line
+        )
+        expected[int(commit.name[:20])] = info["commitInfo"]["inCommitTimestamp"]
+    assert {row["version"]: int(row["timestamp"].timestamp() * 1000) for row in rows} == expected
