@@ -148,7 +148,10 @@ def _listing_rows(
         local = union_all([listing, _clock_frame(spark)])
         if pm_lines_after is not None:
             is_pm_line = F.col("length") == F.lit(PM_LINE)
-            local = local.select("*", *scanned_line_columns(is_pm_line, F.col("content")))
+            # A P&M line comes back parsed only, not also as its text.
+            content = F.when(~is_pm_line, F.col("content")).alias("content")
+            columns = scanned_line_columns(is_pm_line, F.col("content"))
+            local = local.select("path", "length", "modificationTime", content, *columns)
         rows = collect(local, reads_files=False)
         return None if any(row["length"] == NO_LOG_DIR for row in rows) else rows
     frames = [_files_frame(spark, log_dir), _clock_frame(spark)]
