@@ -65,7 +65,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.connect.functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from delta_connect_py.errors import LogFileOutsideTableError
 from delta_connect_py.plans.file_keys import (
@@ -141,6 +141,20 @@ def partitions_for(input_bytes: int, maximum: int = DEFAULT_SNAPSHOT_PARTITIONS)
     return max(1, min(maximum, math.ceil(input_bytes / BYTES_PER_PARTITION)))
 
 
+#: What a replay reads: the state actions of each row (conformed to the protocol's types, as
+#: every reader of the log does), its version and the file it was read from.
+REPLAY_INPUT_SCHEMA = StructType(
+    [
+        StructField(field.name, all_nullable(field.dataType), True)
+        for field in [
+            *STATE_SPARK_SCHEMA.fields,
+            StructField(VERSION_COLUMN, LongType()),
+            StructField(FILE_COLUMN, StringType()),
+        ]
+    ]
+)
+
+
 def replay(
     actions: DataFrame, config: ReplayConfig, num_partitions: int, small_input: bool = False
 ) -> DataFrame:
@@ -151,6 +165,9 @@ def replay(
     exchange the replay is one Spark job instead of two (a small table's replay, cold or after
     a new commit). A large input is still read by many tasks and shuffled.
     """
+    # Stated: mapInArrow needs its input's column names, which pyspark would otherwise ask
+    # the server for (an analysis of the whole read, 30-170 ms on S).
+    actions = actions.to(REPLAY_INPUT_SCHEMA)
     partitioned = (
         actions.coalesce(1)
         if num_partitions == 1 and small_input

@@ -11,9 +11,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyspark.sql.connect.functions as F
 import pytest
+from deltalake import write_deltalake
 
+from delta_connect_py import DeltaTable
 from delta_connect_py.plans import loading
 from delta_connect_py.plans.spark import map_in_arrow, one_row, spark_schema
 from delta_connect_py.protocol.filenames import LogFile, parse_log_file
@@ -81,3 +84,18 @@ def test_commit_lines_read_by_workers_need_no_analysis(
     rows = sorted((row["version"], row["value"]) for row in lines.collect())
     expected = [(v, line) for v, text in enumerate(texts) for line in text.splitlines()]
     assert rows == sorted(expected)
+
+
+@pytest.mark.parametrize("commits", [3, loading.MAX_FILES_FOR_JSON_SOURCE + 2])
+def test_a_fresh_state_without_a_checkpoint_needs_no_analysis(
+    spark: Any, schema_requests: list[object], tmp_path: Path, commits: int
+) -> None:
+    """The listing, the P&M and the replay's input all state their schemas (read by Spark's
+    JSON source, or by workers)."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"id": [0]}))
+    for version in range(1, commits):
+        write_deltalake(str(path), pa.table({"id": [version]}), mode="append")
+    state = DeltaTable.for_path(spark, str(path), snapshot_cache=False).snapshot().state
+    assert schema_requests == []
+    assert state.num_of_files == commits
