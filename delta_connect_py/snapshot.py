@@ -234,14 +234,20 @@ class Snapshot:
         Example:
             >>> snap = snap.update()  # a poller: cheap when a few commits were added
         """
-        listing = self.table.list_log(pm_lines_after=self.version)
+        listing = self.table.list_log(pm_lines_after=self.version if self.state_kept else -1)
         segment = self.table.log_segment(None, listing)
         if segment.version == self.version:
             return self
         extended = self.extended_to(segment, listing.pm_lines)
-        if extended is None:
-            return snapshot_of(self.table, snapshot_partitions=self.snapshot_partitions)
+        if extended is None:  # built afresh, from the listing at hand
+            return build_snapshot(self.table, segment, listing, self.snapshot_partitions)
         return extended
+
+    @property
+    def state_kept(self) -> bool:
+        """Whether this snapshot's state has been computed and is kept on the server (what a
+        later snapshot extends: ``extended_to``)."""
+        return "_reconstructed" in self.__dict__
 
     def extended_to(
         self, segment: LogSegment, scanned: ScannedPmLines | None = None
@@ -254,7 +260,7 @@ class Snapshot:
         new_commits = _commits_after(segment, self.version)
         new_versions = [c.version for c in new_commits.commits]
         reusable = (
-            "_reconstructed" in self.__dict__
+            self.state_kept
             and segment.version > self.version
             and segment.checkpoint_version <= self.version
             and new_versions == list(range(self.version + 1, segment.version + 1))

@@ -294,12 +294,13 @@ def cached_snapshot(
 
 
 def _cached_latest_version(table: TableLog, snapshot_partitions: int | None) -> int:
-    """The version of the cached latest snapshot a new one may extend; -1 when none."""
+    """The version of the cached latest snapshot a new one may extend (its state kept); -1
+    when none."""
     if not caches(table):
         return -1
     with _lock:
         entry = _cache.peek(_key(table, None, snapshot_partitions))
-    return -1 if entry is None else entry.snapshot.version
+    return -1 if entry is None or not entry.snapshot.state_kept else entry.snapshot.version
 
 
 def _unchanged_latest(table: TableLog, snapshot_partitions: int | None) -> Snapshot | None:

@@ -104,3 +104,24 @@ def test_history_takes_the_ict_settings_from_the_listing(
         )
         expected[int(commit.name[:20])] = info["commitInfo"]["inCommitTimestamp"]
     assert {row["version"]: int(row["timestamp"].timestamp() * 1000) for row in rows} == expected
+
+
+def test_a_polled_snapshot_without_state_lists_once_and_reads_no_pm(
+    spark: Any, tmp_path: Path, pm_reads: list[int], listings: list[str]
+) -> None:
+    """A cached snapshot whose state was never computed is not extended: the listing brings
+    the P&M lines of every commit, for the snapshot built afresh; ``update()`` of such a
+    snapshot builds the new one from its own listing."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), pa.table({"id": [1]}))
+    table = DeltaTable.for_path(spark, str(path))
+    first = table.snapshot()
+    write_deltalake(str(path), pa.table({"id": [2]}), mode="append")
+    second = table.snapshot()
+    write_deltalake(str(path), pa.table({"id": [3]}), mode="append")
+    listed_before_update = len(listings)
+    third = first.update()
+    assert (first.version, second.version, third.version) == (0, 1, 2)
+    assert len(listings) == listed_before_update + 1
+    assert pm_reads == []
+    assert third.state.num_of_files == 3
