@@ -110,3 +110,12 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(table_log, "list_log", counting)
     return listed
+
+
+@pytest.fixture
+def checkpoint_files_joined(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint's file actions joined to the replay at query time whatever its size (a
+    large checkpoint's path), not replayed with its commits as a small one's are."""
+    from delta_connect_py.plans import replay
+
+    monkeypatch.setattr(replay, "MAX_REPLAYED_CHECKPOINT_BYTES", -1)

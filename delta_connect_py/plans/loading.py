@@ -116,6 +116,11 @@ class CheckpointFrames:
         collect(union_all(every_column))
         _remember(_readable_checkpoints, key, None, MAX_READABLE_CHECKPOINTS)
 
+    def all_rows(self) -> DataFrame:
+        """Every row, conformed to the state columns and tagged with version and source file:
+        a small checkpoint replayed with the commits after it."""
+        return union_all([conformed_state_rows(frame, self.version) for frame in self.frames])
+
     def non_file_rows(self) -> DataFrame:
         """Rows holding neither an add nor a remove path, conformed to the state columns and
         tagged with version and source file; their (pathless) add and remove are left out, so

@@ -522,6 +522,7 @@ def test_a_single_file_checkpoint_observes_the_state_it_writes(
     )
 
 
+@pytest.mark.usefixtures("checkpoint_files_joined")
 def test_without_observed_metrics_the_state_query_counts_the_checkpoint(
     spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -734,6 +735,7 @@ def _numbers_of_records(root: Path, result: checkpoints.CheckpointResult) -> dic
     }
 
 
+@pytest.mark.usefixtures("checkpoint_files_joined")
 def test_typed_stats_of_the_previous_checkpoint_are_reused(spark: Any, tmp_path: Path) -> None:
     """A live file read from a checkpoint whose ``stats_parsed`` has the type being written
     keeps it (not parsed again); files added since, or a checkpoint of another type, are
@@ -754,6 +756,7 @@ def test_typed_stats_of_the_previous_checkpoint_are_reused(spark: Any, tmp_path:
     assert marked in third and all(parsed == in_json for parsed, in_json in third.values())
 
 
+@pytest.mark.usefixtures("checkpoint_files_joined")
 def test_one_task_converts_the_rows_only_when_few_stats_are_left_to_parse(
     spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -23,7 +23,9 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from delta_connect_py import DeltaTable
+from delta_connect_py import snapshot as snapshot_module
 from delta_connect_py.plans import loading, replay
+from delta_connect_py.plans.state import compute_state
 from delta_connect_py.protocol.actions import STATE_SCHEMA
 from delta_connect_py.protocol.filenames import checkpoint_name
 from delta_connect_py.protocol.replay import reference_replay
@@ -58,6 +60,13 @@ def new_table_dir(tmp_path: Path) -> TableDirs:
     removed after use. Under pytest's tmp_path, which follows --basetemp: the server must see
     the tables, and a server in a container sees only the data directory mounted into it."""
     return lambda: tempfile.TemporaryDirectory(dir=tmp_path)
+
+
+def _checkpoint_files(joined: bool) -> AbstractContextManager[Any]:
+    """A checkpoint's file actions joined at query time (``joined``, a large checkpoint's
+    path) or, for these small tables, replayed with the commits."""
+    limit = -1 if joined else replay.MAX_REPLAYED_CHECKPOINT_BYTES
+    return mock.patch.object(replay, "MAX_REPLAYED_CHECKPOINT_BYTES", limit)
 
 
 def _reference_rows(commits: list[list[dict[str, Any]]], snapshot: Any) -> list[dict[str, Any]]:
@@ -126,7 +135,8 @@ def test_replay_from_checkpoint_equals_full_replay(
     spark: Any, new_table_dir: TableDirs, commits: list[list[dict[str, Any]]], data: st.DataObject
 ) -> None:
     checkpoint_version = data.draw(st.integers(0, len(commits) - 1))
-    with new_table_dir() as tmp:
+    joined = data.draw(st.booleans(), label="checkpoint files joined")
+    with new_table_dir() as tmp, _checkpoint_files(joined):
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         full = table.snapshot()
@@ -134,8 +144,12 @@ def test_replay_from_checkpoint_equals_full_replay(
         from_checkpoint = table.snapshot()
         assert from_checkpoint.segment.checkpoint is not None
         assert from_checkpoint.segment.checkpoint.version == checkpoint_version
-        # The state first: its query assumes plain join keys and checks them alongside.
-        assert from_checkpoint.state == full.state
+        # The state first: joined, its query assumes plain join keys and checks them
+        # alongside; replayed, the replay job counted it and no query runs.
+        with mock.patch.object(snapshot_module, "compute_state", wraps=compute_state) as query:
+            assert from_checkpoint.state == full.state
+        assert query.called == joined
+        assert (from_checkpoint._reconstructed.checkpoint is not None) == joined
         assert _sums(from_checkpoint.state) == _reference_sums(commits, from_checkpoint)
         assert _ours(from_checkpoint) == _ours(full)
 
@@ -155,9 +169,11 @@ def test_a_chain_of_updates_equals_the_reference(
     checkpoint = data.draw(st.none() | st.integers(0, first), label="checkpoint version")
     newer = data.draw(st.none() | st.integers(first + 1, last), label="newer checkpoint version")
     max_update_bytes = data.draw(st.sampled_from([0, 1 << 20]), label="MAX_UPDATE_BYTES")
+    joined = data.draw(st.booleans(), label="checkpoint files joined")
     with (
         new_table_dir() as tmp,
         mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
+        _checkpoint_files(joined),
     ):
         write_log(Path(tmp), commits[: first + 1])
         table = DeltaTable.for_path(spark, tmp)
@@ -210,6 +226,7 @@ def _file(kind: str, path: str, dv: dict[str, Any] | None = None) -> dict[str, A
 
 
 @pytest.mark.parametrize("escaped_commit", [False, True])
+@pytest.mark.usefixtures("checkpoint_files_joined")
 def test_checkpoint_rows_are_matched_by_file_key(
     spark: Any, new_table_dir: TableDirs, escaped_commit: bool
 ) -> None:
@@ -251,6 +268,7 @@ def test_checkpoint_rows_are_matched_by_file_key(
 
 
 @pytest.mark.parametrize("escaped_first", [False, True])
+@pytest.mark.usefixtures("checkpoint_files_joined")
 def test_update_matches_checkpoint_rows_by_file_key(
     spark: Any, new_table_dir: TableDirs, escaped_first: bool
 ) -> None:
@@ -283,11 +301,13 @@ def test_update_matches_checkpoint_rows_by_file_key(
         assert live == {"kept.parquet", "new.parquet", "b.parquet"}
 
 
+@pytest.mark.parametrize("joined", [False, True])
 def test_retention_horizons_are_exclusive_for_checkpoint_and_replayed_rows(
-    spark: Any, new_table_dir: TableDirs
+    spark: Any, new_table_dir: TableDirs, joined: bool
 ) -> None:
     """A tombstone deleted, or a txn last updated, exactly at its horizon is dropped and one a
-    millisecond later kept, whether the row comes from the checkpoint or from a commit."""
+    millisecond later kept, whether the row comes from the checkpoint or from a commit, the
+    checkpoint's file actions joined at query time or replayed with the commits."""
     retention_days = 2
     txn_horizon = NOW_MS - retention_days * DAY_MS
     tombstone_horizon = NOW_MS - 7 * DAY_MS  # delta.deletedFileRetentionDuration's default
@@ -309,7 +329,7 @@ def test_retention_horizons_are_exclusive_for_checkpoint_and_replayed_rows(
     checkpointed = around(tombstone_horizon, tombstone, "c") + around(txn_horizon, txn, "c")
     replayed = around(tombstone_horizon, tombstone, "r") + around(txn_horizon, txn, "r")
     commits = [setup, checkpointed, replayed]
-    with new_table_dir() as tmp:
+    with new_table_dir() as tmp, _checkpoint_files(joined):
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
@@ -340,15 +360,18 @@ def _checkpointed(
     commits: list[list[dict[str, Any]]],
     version: int,
     max_update_bytes: int,
+    joined: bool = True,
 ) -> Iterator[tuple[Path, Any, list[int]]]:
     """A table of ``commits`` (in a directory from ``new_table_dir``) with a reference checkpoint
     at ``version``: its directory, the
     ``DeltaTable``, and the clock its snapshots are taken at (``_clock``, from ``NOW_MS``), with
-    ``MAX_UPDATE_BYTES`` patched to ``max_update_bytes``."""
+    ``MAX_UPDATE_BYTES`` patched to ``max_update_bytes``, and the checkpoint's file actions
+    ``joined`` at query time (default) or replayed with the commits."""
     with (
         new_table_dir() as tmp,
         _clock(NOW_MS) as clock,
         mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
+        _checkpoint_files(joined),
     ):
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
@@ -479,6 +502,7 @@ def _appends_or_commits(draw: st.DrawFn) -> list[dict[str, Any]]:
         max_size=5,
     ),
     max_update_bytes=st.sampled_from([0, 1 << 20]),
+    joined=st.booleans(),
 )
 def test_a_chain_of_updates_on_a_checkpoint_equals_the_reference(
     spark: Any,
@@ -486,12 +510,15 @@ def test_a_chain_of_updates_on_a_checkpoint_equals_the_reference(
     commits: list[list[dict[str, Any]]],
     updates: list[tuple[list[dict[str, Any]], int, bool]],
     max_update_bytes: int,
+    joined: bool,
 ) -> None:
     """update() after appends and other commits over a checkpointed table, the clock moving on
     between them (tombstones expire), the updates' replay folded each time or kept, and the
     state queried after some updates only: each state, counted on the checkpoint's earlier
     sums or in full, equals the reference replay's."""
-    with _checkpointed(spark, new_table_dir, commits, len(commits) - 1, max_update_bytes) as (
+    with _checkpointed(
+        spark, new_table_dir, commits, len(commits) - 1, max_update_bytes, joined
+    ) as (
         tmp,
         table,
         clock,
