@@ -116,6 +116,11 @@ class CheckpointFrames:
         collect(union_all(every_column))
         _remember(_readable_checkpoints, key, None, MAX_READABLE_CHECKPOINTS)
 
+    @property
+    def has_sidecars(self) -> bool:
+        """Whether file actions live in sidecar files (frames after the top-level one)."""
+        return len(self.frames) > 1
+
     def all_rows(self) -> DataFrame:
         """Every row, conformed to the state columns and tagged with version and source file:
         a small checkpoint replayed with the commits after it."""

@@ -526,8 +526,13 @@ MAX_REPLAYED_CHECKPOINT_BYTES = 4 << 20
 
 
 def _replays_checkpoint_files(actions: SegmentActions) -> bool:
+    """Whether the checkpoint is small enough to replay whole. One with sidecars never is:
+    ``checkpoint_bytes`` counts its top-level file only, which says nothing of the sidecars
+    holding its file actions."""
+    assert actions.checkpoint is not None
     return (
-        actions.checkpoint_bytes <= MAX_REPLAYED_CHECKPOINT_BYTES
+        not actions.checkpoint.has_sidecars
+        and actions.checkpoint_bytes <= MAX_REPLAYED_CHECKPOINT_BYTES
         and actions.checkpoint_bytes + actions.commit_bytes <= BYTES_PER_PARTITION
     )
 

@@ -31,6 +31,7 @@ from delta_connect_py.errors import (
     TimestampGreaterThanCommitError,
     VersionNotFoundError,
 )
+from delta_connect_py.plans import replay
 from delta_connect_py.protocol.filenames import commit_name
 
 T0 = 1_700_000_000  # seconds
@@ -661,3 +662,35 @@ def test_an_update_probes_the_earlier_rows_by_its_observed_file_names(
             assert snapshot._reconstructed.replayed_hashes is not None
             assert snapshot.state == snapshot_of(table).state
     assert snapshot.state.num_of_files == 3 and snapshot.state.num_of_removes == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "replayed_whole"),
+    [
+        ("golden/basic-with-inserts-deletes-checkpoint/delta", True),
+        ("golden/multi-part-checkpoint/delta", True),
+        ("golden/v2-checkpoint-json/delta", False),
+        ("kernel/v2-checkpoints-parquet-with-sidecars/delta", False),
+    ],
+)
+def test_a_small_checkpoint_is_replayed_with_its_commits_unless_it_has_sidecars(
+    spark: Any,
+    conformance_table: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    replayed_whole: bool,
+) -> None:
+    """A small checkpoint's file actions go through the replay with the commits; a checkpoint
+    with sidecars (whose top-level file's size says nothing of its file actions) is joined at
+    query time. Either way the state and the rows equal the joined path's."""
+    root = str(conformance_table(name))
+    snapshot = DeltaTable.for_path(spark, root, snapshot_cache=False).snapshot()
+    assert snapshot.segment.checkpoint is not None
+    state = snapshot.state
+    assert (snapshot._reconstructed.checkpoint is None) == replayed_whole
+    rows = sorted(str(row.asDict(recursive=True)) for row in snapshot.state_df().collect())
+    monkeypatch.setattr(replay, "MAX_REPLAYED_CHECKPOINT_BYTES", -1)
+    joined = DeltaTable.for_path(spark, root, snapshot_cache=False).snapshot()
+    assert joined.state == state
+    assert joined._reconstructed.checkpoint is not None
+    assert sorted(str(row.asDict(recursive=True)) for row in joined.state_df().collect()) == rows
