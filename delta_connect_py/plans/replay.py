@@ -7,8 +7,8 @@ kept on the server as a local checkpoint. A checkpoint's file action whose file 
 action has is already reconciled, so it joins the state as it is, read straight from the checkpoint
 parquet (Delta Kernel's plan): the checkpoint, usually most of the state, is never shuffled nor sent
 through Python, and queries over the state read only the columns they use. A small checkpoint
-(``MAX_REPLAYED_CHECKPOINT_BYTES``) is replayed whole with its commits instead, as a log without
-a checkpoint is: one job then replays and counts the state. ``update`` replays the
+without sidecars (``MAX_REPLAYED_CHECKPOINT_BYTES``) is replayed whole with its commits instead,
+as a log without a checkpoint is: one job then replays and counts the state. ``update`` replays the
 commits since the segment's replay (starting from the earlier state's non-file actions) into a
 second, small replay kept beside the first, whose file actions it supersedes by file key at query
 time: the large first replay is neither replayed nor copied again until the second outgrows
