@@ -53,6 +53,7 @@ from delta_connect_py.worker.log_files import (
     LISTING_SCHEMA,
     MISSING,
     NO_LOG_DIR,
+    PM_CHECKPOINT,
     PM_LINE,
     PM_SCAN,
     UNREACHABLE,
@@ -175,14 +176,16 @@ def list_log(
 ) -> LogListing:
     """Every Delta log file in ``log_dir`` plus the parsed ``_last_checkpoint`` hint (read by a
     worker with ``options``, see ``worker.stores``); with ``pm_lines_after``, a local log's
-    listing also brings the P&M lines of its commits after that version, when no checkpoint is
-    newer (``LogListing.pm_lines``)."""
+    listing also brings the P&M lines of its commits after that version, or, when a checkpoint
+    is newer, the newest checkpoint's P&M and the lines of the commits after it
+    (``LogListing.pm_lines``)."""
     rows = _listing_rows(spark, log_dir, options, pm_lines_after)
     if rows is None:
         return LogListing(log_dir, (), None, log_dir_exists=False)
     clock_rows = [row for row in rows if row["length"] == CLOCK_ROW]
-    pm_rows = [row for row in rows if row["length"] in (PM_LINE, PM_SCAN)]
-    rows = [row for row in rows if row["length"] not in (CLOCK_ROW, PM_LINE, PM_SCAN)]
+    scan_kinds = (PM_LINE, PM_SCAN, PM_CHECKPOINT)
+    pm_rows = [row for row in rows if row["length"] in scan_kinds]
+    rows = [row for row in rows if row["length"] not in (CLOCK_ROW, *scan_kinds)]
     hint_rows = [row for row in rows if _is_hint_row(row)]
     file_rows = [row for row in rows if not _is_hint_row(row)]
     files = [
@@ -205,9 +208,11 @@ def _scanned_pm_lines(rows: Sequence[Any]) -> ScannedPmLines | None:
     if len(scans) != 1:
         return None
     lines = [row for row in rows if row["length"] == PM_LINE]
+    checkpoint = [row for row in rows if row["length"] == PM_CHECKPOINT]
     return ScannedPmLines(
         after_version=scans[0]["modificationTime"],
         newest_version=int(scans[0]["content"]),
+        checkpoint_files=tuple(row["path"] for row in checkpoint),
         rows=tuple(
             {
                 "version": row["modificationTime"],

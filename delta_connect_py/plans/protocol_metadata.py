@@ -3,9 +3,10 @@
 Responsibility: delta-spark's P&M fast path: from the version checksum (``v.crc``) when it holds
 both (parsed on the client when the listing brought its text, else read by Spark), else from
 only the ``protocol``, ``metaData`` and ``commitInfo.inCommitTimestamp`` columns of the
-checkpoint and the commits after it (one small collect, newest wins). For a local log whose
-segment has no checkpoint, the listing's own job can bring those commits' P&M lines, parsed
-(``pm_lines_scan``, ``ScannedPmLines``): then no job of its own.
+checkpoint and the commits after it (one small collect, newest wins). For a local log, the
+listing's own job can bring those commits' P&M lines, parsed, and a parquet checkpoint's P&M
+as lines too (``pm_lines_scan``, ``ScannedPmLines``, ``worker.checkpoint_pm``): then no job of
+its own but, with a checkpoint, the inference of its footers' schema.
 
 Invariants: a missing protocol or metadata raises ``DELTA_STATE_RECOVER_ERROR`` naming the
 version; the in-commit timestamp is taken only from the snapshot version's own commit. Lines the
@@ -109,28 +110,39 @@ def scanned_line_columns(is_pm_line: Column, line: Column) -> list[Column]:
 @dataclass(frozen=True)
 class ScannedPmLines:
     """The P&M lines a local listing brought (``pm_lines_scan``): of every commit after
-    ``after_version`` up to ``newest_version``, each parsed (``scanned_line_columns``)."""
+    ``after_version`` up to ``newest_version``, each parsed (``scanned_line_columns``); when
+    ``checkpoint_files`` are named, also the P&M of that checkpoint, of version
+    ``after_version``, as lines of that version."""
 
     after_version: int
     newest_version: int
     #: ``version``, ``protocol``, ``metaData``, ``ict`` and ``invalid`` of each line, in the
     #: order of the commits' lines.
     rows: tuple[dict[str, Any], ...]
+    #: The paths of the checkpoint files whose P&M the scan read (none: no checkpoint read).
+    checkpoint_files: tuple[str, ...] = ()
 
     def rows_for(self, segment: LogSegment) -> list[dict[str, Any]] | None:
-        """The lines of ``segment``'s commits, when the scan read exactly what a P&M read of
-        ``segment`` would and every line is valid; else None."""
+        """The lines of ``segment``'s checkpoint and commits, when the scan read exactly what a
+        P&M read of ``segment`` would and every line is valid; else None."""
         commits = segment.commits
+        if segment.checkpoint is None:
+            covered = bool(commits) and commits[0].version > self.after_version
+            first = commits[0].version if commits else 0
+        else:
+            covered = (
+                segment.checkpoint.version == self.after_version
+                and tuple(f.path for f in segment.checkpoint.files) == self.checkpoint_files
+            )
+            first = segment.checkpoint.version
         covered = (
-            segment.checkpoint is None
-            and bool(commits)
+            covered
             and segment.version == self.newest_version
             and all(c.kind is LogFileKind.COMMIT for c in commits)
-            and commits[0].version > self.after_version
         )
         if not covered:
             return None
-        rows = [row for row in self.rows if row[VERSION_COLUMN] >= commits[0].version]
+        rows = [row for row in self.rows if row[VERSION_COLUMN] >= first]
         return None if any(row["invalid"] for row in rows) else rows
 
 
@@ -295,7 +307,8 @@ def protocol_and_metadata(
     """The snapshot's protocol, metadata and in-commit timestamp (one small Spark job, none
     when ``checksum_text``, the text of the segment's version checksum the listing brought,
     holds them, or when the P&M lines the listing brought (``scanned``) cover the segment and
-    hold both).
+    hold both; with a checkpoint then, only the job inferring its footers' schema, which the
+    state's read of it would run anyway).
 
     With ``previous`` (the P&M as of the version just before ``segment.commits``), only those
     commits are read and whatever they do not change is carried over.
@@ -319,6 +332,11 @@ def protocol_and_metadata(
     if scanned_rows is not None:
         protocol, metadata, ict = _newest(scanned_rows, previous, segment.version)
         if protocol is not None and metadata is not None:
+            if segment.checkpoint is not None:
+                # The footers as the read would meet them: a damaged one fails here, where the
+                # caller reads around it, as it would fail the read (their schema is kept for
+                # the state's read of the checkpoint: no job more in all).
+                read_checkpoint_files(spark, segment.checkpoint.files)
             return _recovered(protocol, metadata, ict, segment.version)
         # Missing: the read below reports it as it always has.
     with malformed_commits_reported(spark, segment.commits, log_dir, PM_LINE_SCHEMA):

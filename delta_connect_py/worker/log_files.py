@@ -30,6 +30,8 @@ from delta_connect_py.protocol.last_checkpoint import (
     CorruptLastCheckpointError,
     parse_last_checkpoint,
 )
+from delta_connect_py.protocol.segment import CheckpointChoice, complete_checkpoints
+from delta_connect_py.worker.checkpoint_pm import checkpoint_pm_lines
 from delta_connect_py.worker.failures import WorkerFailure
 from delta_connect_py.worker.line_checks import (
     LINE_PROBLEM_COLUMN,
@@ -55,6 +57,9 @@ PM_LINE = -6
 #: The ``length`` of the listing row saying which commits the P&M scan read: those after
 #: ``modificationTime`` up to the version in ``content``. Without it, no scan was made.
 PM_SCAN = -7
+#: The ``length`` of a listing row naming (``path``) a file of the checkpoint whose P&M the
+#: scan read, of the version in ``modificationTime``; its ``PM_LINE`` rows have that version.
+PM_CHECKPOINT = -8
 
 #: The row layout shared with the log listing, so both arrive in one collect.
 LISTING_SCHEMA = pa.schema(
@@ -186,8 +191,9 @@ def read_last_checkpoint(
 class PmLinesScan:
     """Commit lines a local listing reads besides the names: of the commits after
     ``after_version``, those that can hold protocol or metadata (the lines a P&M read of those
-    commits parses, see ``CommitLinesRead``), when no checkpoint is newer than ``after_version``
-    and the commits hold at most ``max_bytes``."""
+    commits parses, see ``CommitLinesRead``), when the commits hold at most ``max_bytes``. When
+    a checkpoint is newer than ``after_version``, the newest one's P&M and the commits after it
+    instead (``pm_scan_rows``)."""
 
     after_version: int
     only_containing: tuple[str, ...]
@@ -243,29 +249,46 @@ def list_local_log(
 
 
 def pm_scan_rows(scan: PmLinesScan, log_dir: str, files: Sequence[tuple[str, Any]]) -> list[Any]:
-    """The ``PM_LINE`` rows of the commits ``scan`` asks for, then the ``PM_SCAN`` row; none
-    at all when the scan does not apply (a newer checkpoint, too many bytes) or meets a line
-    the P&M read would fail on (the client then runs that read, which reports it)."""
+    """The ``PM_LINE`` rows ``scan`` asks for, then the ``PM_SCAN`` row; none at all when the
+    scan does not apply (a newer checkpoint not in parquet, too many bytes) or meets a line the
+    P&M read would fail on (the client then runs that read, which reports it).
+
+    When a complete checkpoint is newer than ``scan.after_version``, the newest one (the one a
+    snapshot of the latest version starts from) is read first (``checkpoint_pm_lines``, its
+    files named by ``PM_CHECKPOINT`` rows), then the commits after it.
+    """
+    log_files = [parse_log_file(path, info.size, 0) for path, info in files]
+    listed = [log_file for log_file in log_files if log_file is not None]
+    checkpoints = [c for c in complete_checkpoints(listed) if c.version > scan.after_version]
+    checkpoint_rows: list[dict[str, Any]] = []
+    start = scan.after_version
+    if checkpoints:
+        checkpoint = checkpoints[-1]
+        checkpoint_rows = _checkpoint_pm_rows(checkpoint, files)
+        if not checkpoint_rows:
+            return []
+        start = checkpoint.version
     commits: dict[int, tuple[str, Any]] = {}
-    for path, info in files:
-        log_file = parse_log_file(path, info.size, 0)
-        if log_file is None or log_file.version <= scan.after_version:
+    for (path, info), log_file in zip(files, log_files, strict=True):
+        if log_file is None or log_file.version <= start:
             continue
         if log_file.kind is LogFileKind.CHECKSUM:
             continue
         if log_file.kind is not LogFileKind.COMMIT or log_file.version in commits:
-            return []  # a newer checkpoint (or compaction) starts another segment
+            return []  # a newer (incomplete) checkpoint or a compaction: left to the read
         commits[log_file.version] = (path, info)
     versions = sorted(commits)
-    if not versions or sum(commits[v][1].size for v in versions) > scan.max_bytes:
+    commit_bytes = sum(commits[v][1].size for v in versions)
+    if not (versions or checkpoint_rows) or commit_bytes > scan.max_bytes:
         return []
+    newest = versions[-1] if versions else start
     request = CommitLinesRead(
         table_path=log_dir,
         only_containing=scan.only_containing,
         newest_also_containing=scan.newest_also_containing,
-        newest_version=versions[-1],
+        newest_version=newest,
     )
-    rows = []
+    rows = checkpoint_rows
     for version in versions:
         path, info = commits[version]
         lines = _checked_lines(request, version, info.path)
@@ -275,8 +298,29 @@ def pm_scan_rows(scan: PmLinesScan, log_dir: str, files: Sequence[tuple[str, Any
             {"path": path, "length": PM_LINE, "modificationTime": version, "content": line}
             for line in lines
         ]
-    scanned = {"path": log_dir, "length": PM_SCAN, "modificationTime": scan.after_version}
-    return [*rows, {**scanned, "content": str(versions[-1])}]
+    scanned = {"path": log_dir, "length": PM_SCAN, "modificationTime": start}
+    return [*rows, {**scanned, "content": str(newest)}]
+
+
+def _checkpoint_pm_rows(
+    checkpoint: CheckpointChoice, files: Sequence[tuple[str, Any]]
+) -> list[Any]:
+    """The ``PM_CHECKPOINT`` rows naming a parquet ``checkpoint``'s files, then its P&M
+    actions as ``PM_LINE`` rows; none when they cannot be read as the client would."""
+    if checkpoint.files[0].name.endswith(".json"):
+        return []
+    local_paths = {path: info.path for path, info in files}
+    paths = [f.path for f in checkpoint.files]
+    lines = checkpoint_pm_lines([local_paths[path] for path in paths])
+    if lines is None:
+        return []
+    named = [
+        {"path": path, "length": PM_CHECKPOINT, "modificationTime": checkpoint.version}
+        for path in paths
+    ]
+    line_row = {"path": paths[0], "length": PM_LINE, "modificationTime": checkpoint.version}
+    found = [{**line_row, "content": line} for line in lines]
+    return named + found
 
 
 def _checked_lines(request: CommitLinesRead, version: int, path: str) -> list[str] | None:

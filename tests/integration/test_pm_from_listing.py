@@ -125,3 +125,50 @@ def test_a_polled_snapshot_without_state_lists_once_and_reads_no_pm(
     assert len(listings) == listed_before_update + 1
     assert pm_reads == []
     assert third.state.num_of_files == 3
+
+
+#: Tables whose latest segment starts from a parquet checkpoint: classic, multi-part, V2 with
+#: sidecars, checkpoints with struct-only stats, and ones lacking P&M or with commits after.
+_CHECKPOINTED = [
+    "golden/checkpoint/delta",
+    "golden/multi-part-checkpoint/delta",
+    "golden/v2-checkpoint-parquet/delta",
+    "golden/kernel-pagination-multi-part-checkpoints/delta",
+    "golden/deltalog-state-reconstruction-from-checkpoint-missing-protocol/delta",
+    "golden/deltalog-state-reconstruction-from-checkpoint-missing-metadata/delta",
+    "golden/dv-with-columnmapping/delta",
+    "golden/spark-delta-0.1.0/delta",
+    "golden/only-checkpoint-files/delta",
+    "kernel/v2-checkpoints-parquet-with-sidecars/delta",
+    "kernel/v1-multi-part-struct-stats-only/delta",
+    "kernel/app-txn-checkpoint/delta",
+    "delta-rs/table-with-domain-metadata/delta",
+    "delta-rs/delta-1.2.1-only-struct-stats/delta",
+    "delta-rs/latest_not_checkpointed/delta",
+]
+
+
+def _pm_or_error(read: Any) -> Any:
+    try:
+        return read()
+    except Exception as error:  # noqa: BLE001 (compared: both ways must fail alike)
+        return type(error)
+
+
+@pytest.mark.parametrize("name", _CHECKPOINTED)
+def test_a_checkpointed_snapshot_takes_the_checkpoints_pm_from_the_listing(
+    spark: Any, conformance_table: Any, pm_reads: list[int], name: str
+) -> None:
+    """What the listing's read of the checkpoint gives equals the P&M read of the same
+    segment, and a segment that lacks an action is still refused the same way."""
+    path = _without_checksums(conformance_table(name))
+    table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
+    from_listing = _pm_or_error(lambda: table.snapshot().protocol_and_metadata)
+    taken = not pm_reads
+    segment = table.log_segment()
+    read = _pm_or_error(
+        lambda: protocol_metadata.protocol_and_metadata(spark, segment, table.log_dir)
+    )
+    assert from_listing == read
+    if isinstance(read, protocol_metadata.ProtocolAndMetadata):
+        assert taken == (segment.checkpoint is not None), "the listing's P&M were not taken"

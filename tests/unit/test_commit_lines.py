@@ -16,6 +16,7 @@ from delta_connect_py.worker.failures import WorkerFailure, decode_worker_failur
 from delta_connect_py.worker.log_files import (
     MAX_LISTED_CHECKSUM_BYTES,
     NO_LOG_DIR,
+    PM_CHECKPOINT,
     PM_LINE,
     PM_SCAN,
     CommitLinesRead,
@@ -206,7 +207,7 @@ def _scanned(log: Path, after: int, max_bytes: int = 1 << 20) -> list[dict[str, 
     scan = dataclasses.replace(pm_lines_scan(after), max_bytes=max_bytes)
     request = LastCheckpointRead(log_dir=f"file:{log}", tries=1)
     rows = [row for out in list_local_log(request, scan, []) for row in out.to_pylist()]
-    return [row for row in rows if row["length"] in (PM_LINE, PM_SCAN)]
+    return [row for row in rows if row["length"] in (PM_LINE, PM_SCAN, PM_CHECKPOINT)]
 
 
 def test_local_listing_brings_the_pm_lines_of_every_commit_after_a_version(
@@ -246,3 +247,37 @@ def test_local_listing_makes_no_pm_scan_the_pm_read_would_not_take(
     assert _scanned(log, -1, max_bytes) == []
     if damage == "checkpoint":  # commits after the checkpoint are scanned
         assert [r["length"] for r in _scanned(log, 1, max_bytes)] == [PM_LINE, PM_SCAN]
+
+
+def test_local_listing_brings_the_newest_checkpoints_pm_and_the_commits_after_it(
+    tmp_path: Path,
+) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from delta_connect_py.protocol.actions import METADATA, PROTOCOL
+
+    log = _pm_log(tmp_path, 4)
+    schema = pa.schema([("protocol", PROTOCOL), ("metaData", METADATA)])
+    actions = [json.loads(_PROTOCOL), json.loads(_METADATA)]
+    for version in (0, 1):
+        checkpoint = log / f"{version:020d}.checkpoint.parquet"
+        pq.write_table(pa.Table.from_pylist(actions, schema=schema), checkpoint)
+    rows = _scanned(log, -1)
+    named = [(r["modificationTime"], r["path"]) for r in rows if r["length"] == PM_CHECKPOINT]
+    assert named == [(1, f"file:{log}/{1:020d}.checkpoint.parquet")]
+    lines = [
+        (r["modificationTime"], json.loads(r["content"])) for r in rows if r["length"] == PM_LINE
+    ]
+    assert [(version, next(iter(action))) for version, action in lines] == [
+        (1, "protocol"),
+        (1, "metaData"),
+        (3, "commitInfo"),
+    ]
+    assert lines[0][1]["protocol"]["minWriterVersion"] == 2
+    assert [(r["modificationTime"], r["content"]) for r in rows if r["length"] == PM_SCAN] == [
+        (1, "3")
+    ]
+    # Asked for the commits after a version at or past the newest checkpoint: no checkpoint.
+    assert [r["length"] for r in _scanned(log, 2)] == [PM_LINE, PM_SCAN]

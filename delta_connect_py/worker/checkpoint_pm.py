@@ -1,0 +1,145 @@
+"""A parquet checkpoint's protocol and metaData actions, read with pyarrow in the listing's task.
+
+Responsibility: :func:`checkpoint_pm_lines` reads the ``protocol`` and ``metaData`` columns of a
+local parquet checkpoint's top-level files (classic, multi-part, or a V2 checkpoint's top-level
+file: sidecars hold file actions only) and returns each action found as one JSON line, which
+the listing's query then parses as it parses commits' P&M lines. A snapshot of a checkpointed
+local log so takes its protocol and metadata from the listing's job, without a Spark read of
+its own. Row groups whose statistics say neither column has a value there are not read.
+
+Invariants: lines are returned only where the client's Spark read of the same files
+(``plans.protocol_metadata``) would find the same actions: every footer readable, the parts'
+schemas unifiable, ``add`` and ``remove`` each with a ``path`` field, every ``protocol`` and
+``metaData`` field present of the protocol's type (integer fields of any integer width), at
+most one protocol and one metaData action in all, no repeated map key, text valid UTF-8.
+Anything else returns None, and the client's own read then finds (and reports) what it finds.
+Nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from delta_connect_py.protocol.actions import METADATA, PROTOCOL
+
+#: The checkpoint columns read, their protocol types, and the field whose value marks a row
+#: as holding that action (as the client's read tells them).
+_ACTIONS: dict[str, tuple[pa.StructType, str]] = {
+    "protocol": (PROTOCOL, "minReaderVersion"),
+    "metaData": (METADATA, "id"),
+}
+#: File actions whose struct must have a ``path`` field (as the client's footer check).
+_PATHED_ACTIONS = ("add", "remove")
+
+
+def checkpoint_pm_lines(local_paths: Sequence[str]) -> list[str] | None:
+    """The protocol and metaData actions of the checkpoint files ``local_paths`` as JSON
+    lines (``{"protocol": {...}}``), in file order; None when they cannot be taken as the
+    client's Spark read would take them (see the module)."""
+    try:
+        files = [pq.ParquetFile(path) for path in local_paths]
+        schemas = [file.schema_arrow for file in files]
+        pa.unify_schemas(schemas)
+        if not all(_conforms(schema) for schema in schemas):
+            return None
+        found = [action for file in files for action in _file_actions(file)]
+        lines = [json.dumps({name: _json_value(value, kind)}) for name, kind, value in found]
+    except (OSError, ValueError, TypeError, pa.ArrowException):
+        return None
+    names = [name for name, _, _ in found]
+    if any(names.count(name) > 1 for name in _ACTIONS):
+        return None
+    return lines
+
+
+def _conforms(schema: pa.Schema) -> bool:
+    """Whether the file's columns are what the client reads without a cast that could fail."""
+    for name in _PATHED_ACTIONS:
+        if name in schema.names:
+            column = schema.field(name).type
+            if not pa.types.is_struct(column) or column.get_field_index("path") < 0:
+                return False
+    for name, (expected, _) in _ACTIONS.items():
+        if name in schema.names and not _same_type(schema.field(name).type, expected):
+            return False
+    return True
+
+
+def _same_type(actual: pa.DataType, expected: pa.DataType) -> bool:
+    """``actual`` holds ``expected``'s values as written: integers of any width; a struct's
+    fields of the expected types where named alike (absent ones read as null, others are
+    dropped, as the client's read conforms them)."""
+    if pa.types.is_integer(expected):
+        return bool(pa.types.is_integer(actual))
+    if pa.types.is_struct(expected):
+        if not pa.types.is_struct(actual):
+            return False
+        wanted = {field.name: field.type for field in expected}
+        return all(
+            _same_type(field.type, wanted[field.name]) for field in actual if field.name in wanted
+        )
+    if pa.types.is_map(expected):
+        return (
+            pa.types.is_map(actual)
+            and _same_type(actual.key_type, expected.key_type)
+            and _same_type(actual.item_type, expected.item_type)
+        )
+    if pa.types.is_list(expected):
+        return pa.types.is_list(actual) and _same_type(actual.value_type, expected.value_type)
+    return bool(actual == expected)
+
+
+def _file_actions(file: pq.ParquetFile) -> list[tuple[str, pa.DataType, dict[str, Any]]]:
+    """The (column, its protocol type, action) of one file's actions, in row order within
+    each column."""
+    columns = [name for name in _ACTIONS if name in file.schema_arrow.names]
+    if not columns:
+        return []
+    found = []
+    for index in range(file.num_row_groups):
+        if _without_actions(file.metadata.row_group(index), columns):
+            continue
+        table = file.read_row_group(index, columns=columns)
+        for name in columns:
+            marker = _ACTIONS[name][1]
+            for value in table.column(name).to_pylist():
+                if value is not None and value.get(marker) is not None:
+                    found.append((name, _ACTIONS[name][0], value))
+    return found
+
+
+def _without_actions(row_group: pq.RowGroupMetaData, columns: Sequence[str]) -> bool:
+    """Whether the row group's statistics show every marker field of ``columns`` null."""
+    markers = {f"{name}.{_ACTIONS[name][1]}" for name in columns}
+    seen = set()
+    for index in range(row_group.num_columns):
+        chunk = row_group.column(index)
+        if chunk.path_in_schema not in markers:
+            continue
+        stats = chunk.statistics
+        if stats is None or not stats.has_null_count or stats.null_count != row_group.num_rows:
+            return False
+        seen.add(chunk.path_in_schema)
+    return seen == markers
+
+
+def _json_value(value: Any, arrow_type: pa.DataType) -> Any:
+    """An Arrow value read as ``arrow_type`` as JSON: a struct's fields of that type only, maps
+    (key-value pairs) as objects, keys unique."""
+    if value is None:
+        return None
+    if pa.types.is_struct(arrow_type):
+        return {field.name: _json_value(value.get(field.name), field.type) for field in arrow_type}
+    if pa.types.is_map(arrow_type):
+        keys = [key for key, _ in value]
+        if len(set(keys)) != len(keys):
+            raise ValueError("a map with a repeated key")
+        return {key: _json_value(item, arrow_type.item_type) for key, item in value}
+    if pa.types.is_list(arrow_type):
+        return [_json_value(item, arrow_type.value_type) for item in value]
+    return value
