@@ -151,7 +151,7 @@ _CHECKPOINTED = [
 def _pm_or_error(read: Any) -> Any:
     try:
         return read()
-    except Exception as error:  # noqa: BLE001 (compared: both ways must fail alike)
+    except Exception as error:  # compared: both ways must fail alike
         return type(error)
 
 
