@@ -42,6 +42,7 @@ from pyspark.sql.types import (
 
 from delta_connect_py import arguments, snapshot_cache
 from delta_connect_py.plans.loading import commit_actions, malformed_commits_reported
+from delta_connect_py.plans.replay import BYTES_PER_PARTITION
 from delta_connect_py.plans.spark import materialize
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.actions import VERSION_COLUMN
@@ -121,7 +122,7 @@ def _commits_in_range(
 
 def _first_ict_version(table: TableLog, latest: LogSegment, listing: LogListing) -> int:
     """The first version whose timestamp is its ``inCommitTimestamp`` (huge when disabled)."""
-    _, pm = table.loaded_segment(latest, listing)
+    _, pm = table.loaded_segment(latest, listing, state_follows=False)
     configuration = pm.metadata.configuration
     if not props.in_commit_timestamps_enabled(configuration):
         return 2**62
@@ -168,6 +169,8 @@ def _history_rows(table: TableLog, listing: LogListing, limit: int | None) -> Da
     )
     infos = _commit_infos(spark, commits)
     joined = versions.join(infos, on="version", how="left")
+    if _small(commits):
+        joined = joined.coalesce(1)  # the sort needs no exchange
     columns = [F.col(f"commitInfo.{name}").alias(name) for name in COMMIT_INFO_FIELDS.fieldNames()]
     rows = joined.select("version", _timestamp(first_ict), *columns).orderBy(F.desc("version"))
     with malformed_commits_reported(spark, commits, table.table_root, _READ_SCHEMA):
@@ -209,8 +212,15 @@ def _commit_infos(spark: SparkSession, commits: list[LogFile]) -> DataFrame:
     # before ``commitInfo``: Spark pushes a filter below the parse, and one on ``commitInfo``
     # alone would leave every other line of a commit unchecked.
     checked = F.when(F.col(VERSION_COLUMN).isNull(), F.lit(False))
-    return (
-        actions.where(checked.otherwise(F.col("commitInfo").isNotNull()))
-        .select("commitInfo", VERSION_COLUMN)
-        .dropDuplicates([VERSION_COLUMN])
+    infos = actions.where(checked.otherwise(F.col("commitInfo").isNotNull())).select(
+        "commitInfo", VERSION_COLUMN
     )
+    if _small(commits):
+        infos = infos.coalesce(1)  # the dedup needs no exchange
+    return infos.dropDuplicates([VERSION_COLUMN])
+
+
+def _small(commits: list[LogFile]) -> bool:
+    """Whether the history of ``commits`` is built in one partition: its dedup, join and sort
+    then need no exchange, each a job of its own (K, 100 commits: 4 jobs to 2)."""
+    return sum(f.size for f in commits) <= BYTES_PER_PARTITION

@@ -134,10 +134,12 @@ class TableLog:
         return self.log_segment().version
 
     def loaded_segment(
-        self, segment: LogSegment, listing: LogListing
+        self, segment: LogSegment, listing: LogListing, *, state_follows: bool = True
     ) -> tuple[LogSegment, ProtocolAndMetadata]:
         """``segment`` and its protocol and metadata; when its checkpoint cannot be read, the
-        same version rebuilt from an earlier checkpoint, or from commit 0.
+        same version rebuilt from an earlier checkpoint, or from commit 0. Without
+        ``state_follows``, for a caller that wants the P&M only, a checkpoint whose P&M the
+        listing brought is not read at all (``protocol_and_metadata``).
 
         delta-spark's snapshot-loading retries: at most ``SNAPSHOT_LOADING_MAX_RETRIES``
         earlier checkpoints; the first error when none of them (nor the commits) rebuilds the
@@ -158,6 +160,7 @@ class TableLog:
                     self.log_dir,
                     checksum_text=checksum_text,
                     scanned=listing.pm_lines,
+                    state_follows=state_follows,
                 )
                 return segment, pm
             except CorruptLogFileError as error:
@@ -200,7 +203,7 @@ class TableLog:
         commits = [f for f in listing.files if f.kind is LogFileKind.COMMIT]
         file_times = monotonize([f.modification_time for f in commits])
         timestamps = {f.version: t for f, t in zip(commits, file_times, strict=True)}
-        _, latest_pm = self.loaded_segment(latest, listing)
+        _, latest_pm = self.loaded_segment(latest, listing, state_follows=False)
         enablement = props.ict_enablement(latest_pm.metadata.configuration)
         if props.in_commit_timestamps_enabled(latest_pm.metadata.configuration):
             first_ict = enablement[0] if enablement else 0

@@ -303,6 +303,7 @@ def protocol_and_metadata(
     previous: ProtocolAndMetadata | None = None,
     checksum_text: str | None = None,
     scanned: ScannedPmLines | None = None,
+    state_follows: bool = True,
 ) -> ProtocolAndMetadata:
     """The snapshot's protocol, metadata and in-commit timestamp (one small Spark job, none
     when ``checksum_text``, the text of the segment's version checksum the listing brought,
@@ -311,7 +312,9 @@ def protocol_and_metadata(
     state's read of it would run anyway).
 
     With ``previous`` (the P&M as of the version just before ``segment.commits``), only those
-    commits are read and whatever they do not change is carried over.
+    commits are read and whatever they do not change is carried over. Without
+    ``state_follows`` (a caller that reads no state of the segment: history, commit
+    timestamps), a checkpoint's footers are left unread when the listing brought its P&M.
     """
     if previous is None and segment.checksum is not None:
         from_checksum = None
@@ -332,7 +335,7 @@ def protocol_and_metadata(
     if scanned_rows is not None:
         protocol, metadata, ict = _newest(scanned_rows, previous, segment.version)
         if protocol is not None and metadata is not None:
-            if segment.checkpoint is not None:
+            if segment.checkpoint is not None and state_follows:
                 # The footers as the read would meet them: a damaged one fails here, where the
                 # caller reads around it, as it would fail the read (their schema is kept for
                 # the state's read of the checkpoint: no job more in all).
