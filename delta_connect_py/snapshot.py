@@ -29,7 +29,7 @@ from pyspark.sql.types import StructType
 
 from delta_connect_py import arguments
 from delta_connect_py.data import snapshot_to_df
-from delta_connect_py.errors import StateRecoverError
+from delta_connect_py.errors import CorruptLogFileError, StateRecoverError
 from delta_connect_py.job_log import logged_job
 from delta_connect_py.plans.loading import (
     STATE_SPARK_SCHEMA,
@@ -178,16 +178,20 @@ class Snapshot:
         """The log segment's actions replayed on the server (from the earlier snapshot's state
         after ``update``), kept there as a local checkpoint."""
         previous = self.previous
-        segment = (
-            self.segment if previous is None else _commits_after(self.segment, previous.version)
-        )
+        if previous is None:
+            try:
+                return self._reconstructed_from(self.segment)
+            except CorruptLogFileError as error:
+                around = self._segment_around(error)
+                if around is None:
+                    raise
+                return self._reconstructed_from(around)
+        segment = _commits_after(self.segment, previous.version)
         reported = malformed_commits_reported(
             self.spark, segment.commits, self.table.table_root, STATE_SPARK_SCHEMA
         )
         with reported:
             loaded = load_actions(self.spark, segment, self.table.log_dir)
-            if previous is None:
-                return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
             state = reconstruct_after(
                 previous._reconstructed,
                 previous_commit=file_uri(f"{self.table.log_dir}/{commit_name(previous.version)}"),
@@ -201,6 +205,30 @@ class Snapshot:
         # by one state per update); a later rebuild (after ``unpersist``) replays the segment.
         object.__setattr__(self, "previous", None)
         return state
+
+    def _reconstructed_from(self, segment: LogSegment) -> ReconstructedState:
+        """The state of ``segment`` (this snapshot's, or one of the same version) replayed."""
+        reported = malformed_commits_reported(
+            self.spark, segment.commits, self.table.table_root, STATE_SPARK_SCHEMA
+        )
+        with reported:
+            loaded = load_actions(self.spark, segment, self.table.log_dir)
+            return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
+
+    def _segment_around(self, error: CorruptLogFileError) -> LogSegment | None:
+        """A segment of this version that reads around the checkpoint ``error`` could not read,
+        when this snapshot's P&M were the listing's read of that checkpoint: Spark's P&M read,
+        which the snapshot would otherwise have made, reads around a checkpoint it cannot read
+        (``TableLog.loaded_segment``), which pyarrow may have read. None when it does not, or
+        finds other P&M than the snapshot has."""
+        if not self.protocol_and_metadata.from_listed_checkpoint:
+            return None
+        found = self.table.segment_around(self.segment, error)
+        if found is None:
+            return None
+        segment, pm = found
+        same = (pm.protocol, pm.metadata) == (self.protocol, self.metadata)
+        return segment if same else None
 
     def _keys_checked(self) -> ReconstructedState:
         """``_reconstructed`` with its join keys known (a small job the first time, unless the

@@ -182,6 +182,20 @@ class TableLog:
         assert first_error is not None
         raise first_error
 
+    def segment_around(
+        self, segment: LogSegment, error: CorruptLogFileError
+    ) -> tuple[LogSegment, ProtocolAndMetadata] | None:
+        """After ``error``, a failure to read ``segment``'s checkpoint (or a sidecar) whose P&M
+        were not read by Spark: ``loaded_segment`` of a new listing, with Spark's P&M read,
+        when that reads around the checkpoint (an earlier one, or commit 0); else None."""
+        if segment.checkpoint is None or not _reads_checkpoint(error, segment):
+            return None
+        try:
+            loaded, pm = self.loaded_segment(segment, self.list_log())
+        except DeltaError:
+            return None
+        return None if loaded == segment else (loaded, pm)
+
     def version_at(self, timestamp: datetime | str, listing: LogListing | None = None) -> int:
         """delta-spark's ``getActiveCommitAtTime``: the latest commit at or before ``timestamp``."""
         if arguments.timestamp("version_at", timestamp) is None:

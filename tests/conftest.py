@@ -113,9 +113,10 @@ def listings(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.fixture
-def checkpoint_files_joined(monkeypatch: pytest.MonkeyPatch) -> None:
+def checkpoint_files_joined() -> Iterator[None]:
     """A checkpoint's file actions joined to the replay at query time whatever its size (a
     large checkpoint's path), not replayed with its commits as a small one's are."""
-    from delta_connect_py.plans import replay
+    from tests.checkpoint_paths import checkpoint_files
 
-    monkeypatch.setattr(replay, "MAX_REPLAYED_CHECKPOINT_BYTES", -1)
+    with checkpoint_files(joined=True):
+        yield

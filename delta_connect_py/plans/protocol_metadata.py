@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -152,6 +152,9 @@ class ProtocolAndMetadata:
     metadata: Metadata
     in_commit_timestamp: int | None
     source: str
+    #: Taken from the listing's pyarrow read of the segment's checkpoint, not read by Spark,
+    #: which may refuse a damaged file pyarrow reads (see ``Snapshot``'s state).
+    from_listed_checkpoint: bool = field(default=False, compare=False)
 
 
 def _from_checksum(spark: SparkSession, checksum: LogFile) -> ProtocolAndMetadata | None:
@@ -340,7 +343,9 @@ def protocol_and_metadata(
                 # caller reads around it, as it would fail the read (their schema is kept for
                 # the state's read of the checkpoint: no job more in all).
                 read_checkpoint_files(spark, segment.checkpoint.files)
-            return _recovered(protocol, metadata, ict, segment.version)
+            recovered = _recovered(protocol, metadata, ict, segment.version)
+            listed = segment.checkpoint is not None
+            return dataclasses.replace(recovered, from_listed_checkpoint=listed)
         # Missing: the read below reports it as it always has.
     with malformed_commits_reported(spark, segment.commits, log_dir, PM_LINE_SCHEMA):
         rows = collect(_log_rows(spark, segment, log_dir), reads_files=reads_files)

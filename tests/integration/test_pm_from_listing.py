@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pytest
@@ -20,6 +21,7 @@ from deltalake import write_deltalake
 from delta_connect_py import DeltaTable
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.plans import protocol_metadata
+from tests.conftest import CONFORMANCE
 
 pytestmark = pytest.mark.integration
 
@@ -172,3 +174,27 @@ def test_a_checkpointed_snapshot_takes_the_checkpoints_pm_from_the_listing(
     assert from_listing == read
     if isinstance(read, protocol_metadata.ProtocolAndMetadata):
         assert taken == (segment.checkpoint is not None), "the listing's P&M were not taken"
+
+
+def test_a_checkpoint_spark_cannot_read_is_read_around_when_the_state_is_read(
+    spark: Any, conformance_table: Any, pm_reads: list[int]
+) -> None:
+    """pyarrow reads a checkpoint whose footer names a column's path wrongly; Spark's reader
+    refuses it. The snapshot takes the listing's P&M; its state's read of the checkpoint then
+    fails, and the version is rebuilt around it, as the P&M read would have done."""
+    path = conformance_table("golden/checkpoint/delta")
+    checkpoint = path / "_delta_log" / f"{10:020d}.checkpoint.parquet"
+    chunk_path = b"\x08metaData\x06format\x07options\tkey_value\x05value"
+    damaged = checkpoint.read_bytes().replace(chunk_path, chunk_path.replace(b"format", b"formau"))
+    assert damaged != checkpoint.read_bytes()
+    checkpoint.write_bytes(damaged)
+    table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
+    snapshot = table.snapshot()
+    assert pm_reads == [] and snapshot.protocol_and_metadata.from_listed_checkpoint
+    with pytest.raises(CorruptLogFileError):  # Spark's own read of it
+        protocol_metadata.protocol_and_metadata(spark, snapshot.segment, table.log_dir)
+    files = {unquote(row["path"]) for row in snapshot.all_files().select("path").collect()}
+    pristine = RsTable(str(CONFORMANCE / "golden/checkpoint/delta"))
+    assert files == {unquote(p) for p in pristine.get_add_actions().column("path").to_pylist()}
+    assert snapshot._reconstructed.checkpoint is None
+    assert snapshot.state.num_of_files == len(files)

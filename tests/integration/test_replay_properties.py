@@ -29,6 +29,7 @@ from delta_connect_py.plans.state import compute_state
 from delta_connect_py.protocol.actions import STATE_SCHEMA
 from delta_connect_py.protocol.filenames import checkpoint_name
 from delta_connect_py.protocol.replay import reference_replay
+from tests.checkpoint_paths import checkpoint_files
 from tests.histories import (
     DAY_MS,
     DELETION_VECTORS,
@@ -60,13 +61,6 @@ def new_table_dir(tmp_path: Path) -> TableDirs:
     removed after use. Under pytest's tmp_path, which follows --basetemp: the server must see
     the tables, and a server in a container sees only the data directory mounted into it."""
     return lambda: tempfile.TemporaryDirectory(dir=tmp_path)
-
-
-def _checkpoint_files(joined: bool) -> AbstractContextManager[Any]:
-    """A checkpoint's file actions joined at query time (``joined``, a large checkpoint's
-    path) or, for these small tables, replayed with the commits."""
-    limit = -1 if joined else replay.MAX_REPLAYED_CHECKPOINT_BYTES
-    return mock.patch.object(replay, "MAX_REPLAYED_CHECKPOINT_BYTES", limit)
 
 
 def _reference_rows(commits: list[list[dict[str, Any]]], snapshot: Any) -> list[dict[str, Any]]:
@@ -136,7 +130,7 @@ def test_replay_from_checkpoint_equals_full_replay(
 ) -> None:
     checkpoint_version = data.draw(st.integers(0, len(commits) - 1))
     joined = data.draw(st.booleans(), label="checkpoint files joined")
-    with new_table_dir() as tmp, _checkpoint_files(joined):
+    with new_table_dir() as tmp, checkpoint_files(joined):
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         full = table.snapshot()
@@ -173,7 +167,7 @@ def test_a_chain_of_updates_equals_the_reference(
     with (
         new_table_dir() as tmp,
         mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
-        _checkpoint_files(joined),
+        checkpoint_files(joined),
     ):
         write_log(Path(tmp), commits[: first + 1])
         table = DeltaTable.for_path(spark, tmp)
@@ -329,7 +323,7 @@ def test_retention_horizons_are_exclusive_for_checkpoint_and_replayed_rows(
     checkpointed = around(tombstone_horizon, tombstone, "c") + around(txn_horizon, txn, "c")
     replayed = around(tombstone_horizon, tombstone, "r") + around(txn_horizon, txn, "r")
     commits = [setup, checkpointed, replayed]
-    with new_table_dir() as tmp, _checkpoint_files(joined):
+    with new_table_dir() as tmp, checkpoint_files(joined):
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)
         _write_reference_checkpoint(Path(tmp), table.snapshot(), commits, 1)
@@ -371,7 +365,7 @@ def _checkpointed(
         new_table_dir() as tmp,
         _clock(NOW_MS) as clock,
         mock.patch.object(replay, "MAX_UPDATE_BYTES", max_update_bytes),
-        _checkpoint_files(joined),
+        checkpoint_files(joined),
     ):
         write_log(Path(tmp), commits)
         table = DeltaTable.for_path(spark, tmp)

@@ -31,8 +31,8 @@ from delta_connect_py.errors import (
     TimestampGreaterThanCommitError,
     VersionNotFoundError,
 )
-from delta_connect_py.plans import replay
 from delta_connect_py.protocol.filenames import commit_name
+from tests.checkpoint_paths import checkpoint_files
 
 T0 = 1_700_000_000  # seconds
 
@@ -676,7 +676,6 @@ def test_an_update_probes_the_earlier_rows_by_its_observed_file_names(
 def test_a_small_checkpoint_is_replayed_with_its_commits_unless_it_has_sidecars(
     spark: Any,
     conformance_table: Any,
-    monkeypatch: pytest.MonkeyPatch,
     name: str,
     replayed_whole: bool,
 ) -> None:
@@ -689,8 +688,8 @@ def test_a_small_checkpoint_is_replayed_with_its_commits_unless_it_has_sidecars(
     state = snapshot.state
     assert (snapshot._reconstructed.checkpoint is None) == replayed_whole
     rows = sorted(str(row.asDict(recursive=True)) for row in snapshot.state_df().collect())
-    monkeypatch.setattr(replay, "MAX_REPLAYED_CHECKPOINT_BYTES", -1)
-    joined = DeltaTable.for_path(spark, root, snapshot_cache=False).snapshot()
-    assert joined.state == state
+    with checkpoint_files(joined=True):
+        joined = DeltaTable.for_path(spark, root, snapshot_cache=False).snapshot()
+        assert joined.state == state
     assert joined._reconstructed.checkpoint is not None
     assert sorted(str(row.asDict(recursive=True)) for row in joined.state_df().collect()) == rows
