@@ -8,16 +8,19 @@ local log so takes its protocol and metadata from the listing's job, without a S
 its own. Row groups whose statistics say neither column has a value there are not read.
 
 Invariants: lines are returned only where the client's Spark read of the same files
-(``plans.protocol_metadata``) would find the same actions: every footer readable, the parts'
-schemas unifiable, ``add`` and ``remove`` each with a ``path`` field, every ``protocol`` and
-``metaData`` field present of the protocol's type (integer fields of any integer width), at
-most one protocol and one metaData action in all, no repeated map key, text valid UTF-8.
-Anything else returns None, and the client's own read then finds (and reports) what it finds.
-Nothing is written.
+(``plans.protocol_metadata``) would find the same actions if it reads them: every footer
+readable, the parts' schemas unifiable, ``add`` and ``remove`` each with a ``path`` field, every
+``protocol`` and ``metaData`` field present of the protocol's type (integer fields of any
+integer width), at most one protocol and one metaData action in all, no repeated map key, text
+valid UTF-8. Anything else returns None, and the client's own read then finds (and reports)
+what it finds. Spark may still refuse a damaged file pyarrow reads (a footer field pyarrow does
+not use): the snapshot then reads around it when its state first reads the checkpoint
+(``Snapshot``). Every file opened is closed; nothing is written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -42,15 +45,21 @@ def checkpoint_pm_lines(local_paths: Sequence[str]) -> list[str] | None:
     lines (``{"protocol": {...}}``), in file order; None when they cannot be taken as the
     client's Spark read would take them (see the module)."""
     try:
-        files = [pq.ParquetFile(path) for path in local_paths]
-        schemas = [file.schema_arrow for file in files]
-        pa.unify_schemas(schemas)
-        if not all(_conforms(schema) for schema in schemas):
-            return None
-        found = [action for file in files for action in _file_actions(file)]
-        lines = [json.dumps({name: _json_value(value, kind)}) for name, kind, value in found]
+        with contextlib.ExitStack() as opened:
+            files = [opened.enter_context(pq.ParquetFile(path)) for path in local_paths]
+            return _pm_lines(files)
     except (OSError, ValueError, TypeError, pa.ArrowException):
         return None
+
+
+def _pm_lines(files: Sequence[pq.ParquetFile]) -> list[str] | None:
+    """``checkpoint_pm_lines`` of the opened ``files`` (raises what pyarrow raises)."""
+    schemas = [file.schema_arrow for file in files]
+    pa.unify_schemas(schemas)
+    if not all(_conforms(schema) for schema in schemas):
+        return None
+    found = [action for file in files for action in _file_actions(file)]
+    lines = [json.dumps({name: _json_value(value, kind)}) for name, kind, value in found]
     names = [name for name, _, _ in found]
     if any(names.count(name) > 1 for name in _ACTIONS):
         return None
