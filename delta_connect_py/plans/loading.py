@@ -57,6 +57,7 @@ from delta_connect_py.spark_failures import (
     raising_delta_errors,
     translate_server_error,
 )
+from delta_connect_py.worker.checkpoint_pm import PATHED_ACTIONS
 from delta_connect_py.worker.line_checks import LINE_PROBLEM_COLUMN
 from delta_connect_py.worker.log_files import (
     COMMIT_LINES_SCHEMA,
@@ -428,17 +429,13 @@ def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> Data
     return read_parquet(spark, escaped, identity)
 
 
-#: File actions whose ``path`` a checkpoint's parquet schema must have when it has the action.
-_PATHED_ACTIONS = ("add", "remove")
-
-
 def _check_file_paths_in_schema(schema: StructType, paths: Sequence[str]) -> None:
     """``DELTA_CORRUPT_LOG_FILE`` when the footers' ``schema`` of checkpoint (or sidecar)
     ``paths`` has an ``add`` or ``remove`` column without a ``path`` field (a damaged footer
     renamed it): every reader of the rows would fail on it with Spark's ``FIELD_NOT_FOUND``,
     which the protocol-and-metadata read would not read around."""
     columns = struct_fields(schema)
-    for action in _PATHED_ACTIONS:
+    for action in PATHED_ACTIONS:
         fields = columns.get(action)
         if isinstance(fields, StructType) and "path" not in fields.fieldNames():
             log_dir = paths[0].rsplit("/_delta_log/", 1)[0] + "/_delta_log"

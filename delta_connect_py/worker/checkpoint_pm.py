@@ -36,8 +36,9 @@ _ACTIONS: dict[str, tuple[pa.StructType, str]] = {
     "protocol": (PROTOCOL, "minReaderVersion"),
     "metaData": (METADATA, "id"),
 }
-#: File actions whose struct must have a ``path`` field (as the client's footer check).
-_PATHED_ACTIONS = ("add", "remove")
+#: File actions whose ``path`` a checkpoint's parquet schema must have when it has the action
+#: (here and in the client's footer check, ``plans.loading``).
+PATHED_ACTIONS = ("add", "remove")
 
 
 def checkpoint_pm_lines(local_paths: Sequence[str]) -> list[str] | None:
@@ -68,7 +69,7 @@ def _pm_lines(files: Sequence[pq.ParquetFile]) -> list[str] | None:
 
 def _conforms(schema: pa.Schema) -> bool:
     """Whether the file's columns are what the client reads without a cast that could fail."""
-    for name in _PATHED_ACTIONS:
+    for name in PATHED_ACTIONS:
         if name in schema.names:
             column = schema.field(name).type
             if not pa.types.is_struct(column) or column.get_field_index("path") < 0:
