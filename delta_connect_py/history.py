@@ -167,10 +167,13 @@ def _history_rows(table: TableLog, listing: LogListing, limit: int | None) -> Da
             [StructField("version", LongType(), False), StructField("_file_time", LongType())]
         ),
     )
-    infos = _commit_infos(spark, commits)
+    # At most one partition's commits: the history is built in one partition, so its dedup,
+    # join and sort need no exchange, each a job of its own (K, 100 commits: 4 jobs to 2).
+    one_partition = sum(f.size for f in commits) <= BYTES_PER_PARTITION
+    infos = _commit_infos(spark, commits, one_partition)
     joined = versions.join(infos, on="version", how="left")
-    if _small(commits):
-        joined = joined.coalesce(1)  # the sort needs no exchange
+    if one_partition:
+        joined = joined.coalesce(1)
     columns = [F.col(f"commitInfo.{name}").alias(name) for name in COMMIT_INFO_FIELDS.fieldNames()]
     rows = joined.select("version", _timestamp(first_ict), *columns).orderBy(F.desc("version"))
     with malformed_commits_reported(spark, commits, table.table_root, _READ_SCHEMA):
@@ -200,8 +203,9 @@ def _kept_key(table: TableLog, limit: int | None) -> tuple[CacheKey, int | None]
     return snapshot_cache.table_key(table), limit
 
 
-def _commit_infos(spark: SparkSession, commits: list[LogFile]) -> DataFrame:
-    """``version`` and the ``commitInfo`` of each of ``commits`` that has one."""
+def _commit_infos(spark: SparkSession, commits: list[LogFile], one_partition: bool) -> DataFrame:
+    """``version`` and the ``commitInfo`` of each of ``commits`` that has one (in one partition
+    with ``one_partition``)."""
     if not commits:
         return spark.createDataFrame([], schema=_READ_SCHEMA).withColumn(
             VERSION_COLUMN, F.lit(None).cast("long")
@@ -215,12 +219,6 @@ def _commit_infos(spark: SparkSession, commits: list[LogFile]) -> DataFrame:
     infos = actions.where(checked.otherwise(F.col("commitInfo").isNotNull())).select(
         "commitInfo", VERSION_COLUMN
     )
-    if _small(commits):
-        infos = infos.coalesce(1)  # the dedup needs no exchange
+    if one_partition:
+        infos = infos.coalesce(1)
     return infos.dropDuplicates([VERSION_COLUMN])
-
-
-def _small(commits: list[LogFile]) -> bool:
-    """Whether the history of ``commits`` is built in one partition: its dedup, join and sort
-    then need no exchange, each a job of its own (K, 100 commits: 4 jobs to 2)."""
-    return sum(f.size for f in commits) <= BYTES_PER_PARTITION
