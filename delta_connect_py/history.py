@@ -3,8 +3,9 @@
 Responsibility: :func:`history` (``DeltaTable.history``): one row per retained commit, newest
 first, with delta-spark's history columns (:data:`HISTORY_COLUMNS`), read from the commits'
 ``commitInfo`` actions on the server and kept there, read once, like delta-spark's eager
-``getHistory``. A few commits are read by Spark's JSON source; many by Python workers, many files
-per task and only the lines naming ``commitInfo`` (Spark's file sources pay a setup per file).
+``getHistory``. A few small commits are read by Spark's JSON source; others of a local log by
+Python workers, many files per task and only the lines naming ``commitInfo`` (Spark's file
+sources pay a setup per file).
 
 Invariants: ``timestamp`` is delta-spark's commit timestamp: the commit's ``inCommitTimestamp``
 for versions at or after the in-commit-timestamp enablement version (when the latest metadata

@@ -20,9 +20,9 @@ lenient in ways a damaged log exploits, which are checked here:
 The first three are tests of the line's text, its *problem* (``LINE_PROBLEM_COLUMN``, null for
 a valid line), which every frame of commit lines carries: lines the Python workers read have
 it computed there, on the bytes (``worker.line_checks``, where the texts of the reasons live);
-lines Spark's text source reads (up to ``MAX_FILES_FOR_JSON_SOURCE`` commits, object stores,
-a V2 checkpoint in JSON form) have it as Spark expressions (``text_problem``), evaluated with
-the parse. The last is a test of the parsed struct, always here.
+lines Spark's text source reads (a few small commits, ``loading.read_by_text_source``; object
+stores; a V2 checkpoint in JSON form) have it as Spark expressions (``text_problem``), evaluated
+with the parse. The last is a test of the parsed struct, always here.
 
 Invariants: lines of other writers stay valid: unknown fields and unknown actions are allowed,
 as are nulls where the protocol allows them (only the fields in ``REQUIRED_FIELDS`` are

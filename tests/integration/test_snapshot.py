@@ -474,7 +474,7 @@ def _corrupt_commit(log: Path, version: int, line: str) -> Path:
 
 
 @pytest.mark.worker_errors
-@pytest.mark.parametrize("reader", ["json source", "worker lines"])
+@pytest.mark.parametrize("reader", ["json source", "worker lines", "few large commits"])
 @pytest.mark.parametrize("kind", sorted(MALFORMED_LINES))
 def test_malformed_commit_line_names_the_file(
     spark: Any, conformance_table: Any, monkeypatch: pytest.MonkeyPatch, reader: str, kind: str
@@ -485,6 +485,8 @@ def test_malformed_commit_line_names_the_file(
 
     if reader == "worker lines":
         monkeypatch.setattr(loading, "MAX_FILES_FOR_JSON_SOURCE", 0)
+    if reader == "few large commits":  # more bytes than one worker task reads
+        monkeypatch.setattr(loading, "MAX_BYTES_FOR_JSON_SOURCE", 0)
     root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
     commit = _corrupt_commit(root / "_delta_log", 12, MALFORMED_LINES[kind])
     table = DeltaTable.for_path(spark, str(root))
