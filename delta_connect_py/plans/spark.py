@@ -53,15 +53,19 @@ LOG_READ_CONF = {
 }
 
 #: Hints (``session_conf``) for a job that passes wide nested rows through once, like the
-#: replay: evaluate expressions with Spark's interpreted (precompiled) code instead of generating
-#: classes. Every Connect session has its own class loader, so its generated classes are
-#: compiled, and then JIT-compiled, anew; on the replay of a large log that JIT work alone took
-#: 1.2-1.7 s of CPU in each new session (L: a new session's replay 3.9-4.3 s, 2.6-3.7 s
-#: interpreted). ``factoryMode`` is an internal setting, hence a hint.
+#: replay, on a server where every Connect session has a class loader of its own
+#: (``CLASS_LOADER_PER_SESSION``): evaluate expressions with Spark's interpreted (precompiled)
+#: code instead of generating classes, which such a session compiles, and then JIT-compiles,
+#: anew (L: a new session's replay 3.9-4.3 s, 2.6-3.7 s interpreted). Where sessions share one
+#: class loader (the embedded server), generated classes outlive the session that compiled
+#: them and generated code replays faster. ``factoryMode`` is an internal setting, hence a hint.
 INTERPRETED_CONF = {
     "spark.sql.codegen.wholeStage": "false",
     "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
+#: True on a server whose Connect sessions each load generated classes with a class loader of
+#: their own: Spark's ``SparkConnectServer`` main class sets it (``embedded.LAUNCH_CONF`` not).
+CLASS_LOADER_PER_SESSION = "spark.sql.artifact.isolation.alwaysApplyClassloader"
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -79,17 +83,25 @@ def escape_glob(path: str) -> str:
 
 @contextmanager
 def session_conf(
-    spark: SparkSession, settings: dict[str, str], hints: dict[str, str] | None = None
+    spark: SparkSession,
+    settings: dict[str, str],
+    hints: dict[str, str] | None = None,
+    hints_where: str | None = None,
 ) -> Iterator[None]:
     """Apply SQL settings for the jobs run inside the block, then restore the previous ones.
 
     ``hints`` only make the jobs faster: one the server refuses to change (a managed server may
     refuse internal settings) is left as the server has it, and the jobs run all the same.
-    Settings travel in batches (one request to read them, one to set, two to restore) rather
-    than a request per key and step (four settings: 3-4 requests instead of 12).
+    With ``hints_where``, the hints apply only where the session has that setting ``true``
+    (read with the previous values, no request more). Settings travel in batches (one request
+    to read them, one to set, two to restore) rather than a request per key and step (four
+    settings: 3-4 requests instead of 12).
     """
     hints = hints or {}
-    previous = _conf_values(spark, [*settings, *hints])
+    condition = [hints_where] if hints and hints_where else []
+    previous = _conf_values(spark, [*settings, *hints, *condition])
+    if condition and str(previous.get(condition[0])).lower() != "true":
+        hints = {}
     try:
         applied = _set_settings_and_hints(spark, settings, hints)
     except Exception:
@@ -195,12 +207,15 @@ def task_numbers(spark: SparkSession, tasks: int) -> DataFrame:
 
 
 def materialize(
-    df: DataFrame, hints: dict[str, str] | None = None, reads_files: bool = True
+    df: DataFrame,
+    hints: dict[str, str] | None = None,
+    reads_files: bool = True,
+    hints_where: str | None = None,
 ) -> DataFrame:
     """Run ``df`` now and keep its result on the server (a local checkpoint), with
-    ``LOG_READ_CONF`` and the speed-only ``hints`` (see ``session_conf``) for that job; one
-    that ``reads_files`` not (it reads what is kept on the server already) runs as the session
-    is, without the 4 config requests around it.
+    ``LOG_READ_CONF`` and the speed-only ``hints`` (where ``hints_where``, see
+    ``session_conf``) for that job; one that ``reads_files`` not (it reads what is kept on the
+    server already) runs as the session is, without the 4 config requests around it.
 
     Later queries over the result neither re-list nor re-read the log, whatever the session's
     settings are then.
@@ -208,7 +223,7 @@ def materialize(
     spark = df.sparkSession
     with raising_delta_errors(spark):
         if reads_files or hints:
-            with session_conf(spark, LOG_READ_CONF if reads_files else {}, hints):
+            with session_conf(spark, LOG_READ_CONF if reads_files else {}, hints, hints_where):
                 return _local_checkpoint(df)
         return _local_checkpoint(df)
 
@@ -226,12 +241,13 @@ def materialize_observed(
     aggregations: list[Column],
     hints: dict[str, str] | None = None,
     reads_files: bool = True,
+    hints_where: str | None = None,
 ) -> tuple[DataFrame, dict[str, Any] | None]:
     """``materialize(df)``, and ``aggregations`` over ``df``'s rows computed by the same job
     (Spark's observed metrics, which the server returns with the checkpoint command); None
     when the server returned none."""
     observed = df.observe(_OBSERVATION, *aggregations)
-    kept = materialize(observed, hints, reads_files)
+    kept = materialize(observed, hints, reads_files, hints_where)
     info = observed.executionInfo
     metrics = dict(info.flows).get(_OBSERVATION) if info is not None else None
     return kept, metrics

@@ -548,20 +548,50 @@ def test_settings_with_a_refused_hint_are_set_and_restored(spark: Any) -> None:
     assert spark.conf.get("spark.sql.session.timeZone") == zone_before
 
 
+#: A setting no server has, set true in a test's session: hints conditional on it apply there.
+TRUE_IN_SESSION = "spark.sql.test.deltaConnectPyHintCondition"
+
+
+def test_hints_apply_only_where_their_condition_holds(spark: Any) -> None:
+    """The replay's hints are for servers with a class loader per session: with a condition
+    the session does not have true, they are not set."""
+    from delta_connect_py.plans.spark import session_conf
+
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    hints = {"spark.sql.session.timeZone": "Asia/Kathmandu"}
+    with session_conf(spark, {}, hints, hints_where="spark.sql.test.deltaConnectPyUnset"):
+        assert spark.conf.get("spark.sql.session.timeZone") == zone
+    spark.conf.set(TRUE_IN_SESSION, "true")
+    try:
+        with session_conf(spark, {}, hints, hints_where=TRUE_IN_SESSION):
+            assert spark.conf.get("spark.sql.session.timeZone") == "Asia/Kathmandu"
+    finally:
+        spark.conf.unset(TRUE_IN_SESSION)
+    assert spark.conf.get("spark.sql.session.timeZone") == zone
+
+
 def test_the_replay_runs_where_the_server_refuses_its_hints(spark: Any, tmp_path: Path) -> None:
     """A server refusing the replay's speed-only settings still reconstructs the state."""
     import pyarrow as pa
     from deltalake import write_deltalake
 
+    import delta_connect_py.plans.replay as replay
     from delta_connect_py.plans.spark import INTERPRETED_CONF
 
     root = tmp_path / "t"
     write_deltalake(str(root), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
     write_deltalake(str(root), pa.table({"id": [3], "p": ["c"]}), mode="append")
     expected = _state_view(DeltaTable.for_path(spark, str(root)).snapshot())
-    with mock.patch.dict(INTERPRETED_CONF, REFUSED_SETTING):
-        snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
-        assert _state_view(snapshot) == expected
+    spark.conf.set(TRUE_IN_SESSION, "true")  # the hints apply here, as with a loader per session
+    try:
+        with (
+            mock.patch.dict(INTERPRETED_CONF, REFUSED_SETTING),
+            mock.patch.object(replay, "CLASS_LOADER_PER_SESSION", TRUE_IN_SESSION),
+        ):
+            snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+            assert _state_view(snapshot) == expected
+    finally:
+        spark.conf.unset(TRUE_IN_SESSION)
     assert snapshot.state.num_of_files == 3
 
 
