@@ -80,8 +80,7 @@ from delta_connect_py.plans.file_keys import (
 )
 from delta_connect_py.plans.loading import conformed_state_columns
 from delta_connect_py.plans.spark import (
-    CLASS_LOADER_PER_SESSION,
-    INTERPRETED_CONF,
+    INTERPRETED_HINTS,
     all_nullable,
     collect,
     map_in_arrow,
@@ -706,14 +705,9 @@ def _replayed(
     its file actions' file name hashes, observed by the same job (see ``_replayed_observed``)."""
     replay_rows = _replay_keeping_all(to_replay, config, partitions, small_input)
     if not observe_hashes:
-        return materialize(
-            replay_rows, INTERPRETED_CONF, hints_where=CLASS_LOADER_PER_SESSION
-        ), None
+        return materialize(replay_rows, INTERPRETED_HINTS), None
     replayed, metrics = materialize_observed(
-        replay_rows,
-        [_file_name_hash_aggregation()],
-        INTERPRETED_CONF,
-        hints_where=CLASS_LOADER_PER_SESSION,
+        replay_rows, [_file_name_hash_aggregation()], INTERPRETED_HINTS
     )
     return replayed, None if metrics is None else _observed_hashes(metrics)
 
@@ -746,8 +740,7 @@ def _replayed_observed(
     replayed, metrics = materialize_observed(
         _replay_keeping_all(to_replay, config, partitions, small_input),
         aggregations,
-        INTERPRETED_CONF,
-        hints_where=CLASS_LOADER_PER_SESSION,
+        INTERPRETED_HINTS,
     )
     if metrics is None:
         return replayed, None, None

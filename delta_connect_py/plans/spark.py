@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
@@ -66,6 +67,19 @@ INTERPRETED_CONF = {
 #: True on a server whose Connect sessions each load generated classes with a class loader of
 #: their own: Spark's ``SparkConnectServer`` main class sets it (``embedded.LAUNCH_CONF`` not).
 CLASS_LOADER_PER_SESSION = "spark.sql.artifact.isolation.alwaysApplyClassloader"
+
+
+@dataclass(frozen=True)
+class Hints:
+    """Speed-only settings for one job (``session_conf``'s ``hints``), applied only where the
+    session has the setting ``where`` true (everywhere when None)."""
+
+    settings: dict[str, str]
+    where: str | None = None
+
+
+#: The replay's hints: interpreted code, only where each session has its own class loader.
+INTERPRETED_HINTS = Hints(INTERPRETED_CONF, where=CLASS_LOADER_PER_SESSION)
 
 
 def spark_schema(schema: pa.Schema) -> StructType:
@@ -206,16 +220,11 @@ def task_numbers(spark: SparkSession, tasks: int) -> DataFrame:
     return spark.range(0, tasks, 1, tasks).to(_RANGE_SCHEMA)
 
 
-def materialize(
-    df: DataFrame,
-    hints: dict[str, str] | None = None,
-    reads_files: bool = True,
-    hints_where: str | None = None,
-) -> DataFrame:
+def materialize(df: DataFrame, hints: Hints | None = None, reads_files: bool = True) -> DataFrame:
     """Run ``df`` now and keep its result on the server (a local checkpoint), with
-    ``LOG_READ_CONF`` and the speed-only ``hints`` (where ``hints_where``, see
-    ``session_conf``) for that job; one that ``reads_files`` not (it reads what is kept on the
-    server already) runs as the session is, without the 4 config requests around it.
+    ``LOG_READ_CONF`` and the speed-only ``hints`` (see ``session_conf``) for that job; one
+    that ``reads_files`` not (it reads what is kept on the server already) runs as the session
+    is, without the 4 config requests around it.
 
     Later queries over the result neither re-list nor re-read the log, whatever the session's
     settings are then.
@@ -223,7 +232,9 @@ def materialize(
     spark = df.sparkSession
     with raising_delta_errors(spark):
         if reads_files or hints:
-            with session_conf(spark, LOG_READ_CONF if reads_files else {}, hints, hints_where):
+            settings = LOG_READ_CONF if reads_files else {}
+            hinted = hints or Hints({})
+            with session_conf(spark, settings, hinted.settings, hinted.where):
                 return _local_checkpoint(df)
         return _local_checkpoint(df)
 
@@ -239,15 +250,14 @@ def _local_checkpoint(df: DataFrame) -> DataFrame:
 def materialize_observed(
     df: DataFrame,
     aggregations: list[Column],
-    hints: dict[str, str] | None = None,
+    hints: Hints | None = None,
     reads_files: bool = True,
-    hints_where: str | None = None,
 ) -> tuple[DataFrame, dict[str, Any] | None]:
     """``materialize(df)``, and ``aggregations`` over ``df``'s rows computed by the same job
     (Spark's observed metrics, which the server returns with the checkpoint command); None
     when the server returned none."""
     observed = df.observe(_OBSERVATION, *aggregations)
-    kept = materialize(observed, hints, reads_files, hints_where)
+    kept = materialize(observed, hints, reads_files)
     info = observed.executionInfo
     metrics = dict(info.flows).get(_OBSERVATION) if info is not None else None
     return kept, metrics

@@ -576,7 +576,7 @@ def test_the_replay_runs_where_the_server_refuses_its_hints(spark: Any, tmp_path
     from deltalake import write_deltalake
 
     import delta_connect_py.plans.replay as replay
-    from delta_connect_py.plans.spark import INTERPRETED_CONF
+    from delta_connect_py.plans.spark import INTERPRETED_CONF, Hints
 
     root = tmp_path / "t"
     write_deltalake(str(root), pa.table({"id": [1, 2], "p": ["a", "b"]}), partition_by=["p"])
@@ -586,7 +586,9 @@ def test_the_replay_runs_where_the_server_refuses_its_hints(spark: Any, tmp_path
     try:
         with (
             mock.patch.dict(INTERPRETED_CONF, REFUSED_SETTING),
-            mock.patch.object(replay, "CLASS_LOADER_PER_SESSION", TRUE_IN_SESSION),
+            mock.patch.object(
+                replay, "INTERPRETED_HINTS", Hints(INTERPRETED_CONF, TRUE_IN_SESSION)
+            ),
         ):
             snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
             assert _state_view(snapshot) == expected
