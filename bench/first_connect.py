@@ -4,7 +4,7 @@ Usage::
 
     PYTHONPATH=. .venv/bin/python bench/first_connect.py [--rounds 5] [--conf KEY=VALUE ...] \\
         [--table ../shared/conformance/dat/basic_append/delta] [--warm-calls 7] \\
-        [--library DIR ...]
+        [--library DIR ...] [--class-archive {as-set,off,both}]
 
 Every round starts new servers (``delta_connect_py.embedded``, the settings of
 ``server/start-local.sh`` plus any ``--conf``; ``DELTA_CONNECT_DRIVER_MEMORY`` sizes them) and
@@ -23,6 +23,11 @@ prints JSON lines:
   the first ``DeltaTable.for_path(...).snapshot().state`` of a small table (a fresh copy of
   ``--table``); then ``--warm-calls`` more of them, the log unchanged (the snapshot cache's
   answer), and their median.
+
+``--class-archive both`` runs each user round twice, alternating: with the embedded server's
+class archive (see ``delta_connect_py.class_archive``; built first if there is none) and without
+(``DELTA_CONNECT_CLASS_ARCHIVE=0``); ``off`` only without; ``as-set`` (default) as the
+environment says.
 """
 
 from __future__ import annotations
@@ -185,6 +190,29 @@ def client(remote: str, table: Path, warm_calls: int) -> dict[str, Any]:
     return out
 
 
+def _archive_settings(choice: str) -> list[str | None]:
+    """The ``DELTA_CONNECT_CLASS_ARCHIVE`` values of each round (None: as set)."""
+    if choice == "both":
+        _ensure_class_archive()
+        return ["1", "0"]
+    return ["0"] if choice == "off" else [None]
+
+
+def _ensure_class_archive() -> None:
+    """Build the embedded server's class archive now if there is none: start and stop a server,
+    then wait for the background build."""
+    from delta_connect_py import class_archive
+    from delta_connect_py.embedded import EmbeddedServer
+
+    os.environ[class_archive.ENABLED_ENV] = "1"
+    server = EmbeddedServer(worker_python=str(WORKER_PYTHON)).start()
+    archive = server.class_archive
+    server.stop()
+    deadline = time.monotonic() + 900
+    while archive is not None and not archive.published and time.monotonic() < deadline:
+        time.sleep(1)
+
+
 def main(argv: list[str] | None = None) -> int:
     from delta_connect_py.embedded import _conf_pair
 
@@ -195,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm-calls", type=int, default=7)
     parser.add_argument("--library", type=Path, action="append", default=[])
     parser.add_argument("--no-steps", action="store_true", help="only the user rounds")
+    parser.add_argument("--class-archive", choices=("as-set", "off", "both"), default="as-set")
     parser.add_argument("--client", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.client:
@@ -202,20 +231,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     conf = dict(args.conf)
     libraries = args.library or [ROOT]
+    archive_settings = _archive_settings(args.class_archive)
+    variants = [(library, setting) for library in libraries for setting in archive_settings]
     summary: dict[str, dict[str, list[float]]] = collections.defaultdict(
         lambda: collections.defaultdict(list)
     )
     for round_ in range(args.rounds):
         if not args.no_steps:
             print(json.dumps({"round": round_, "steps": steps(conf), "conf": conf}), flush=True)
-        # Alternate which library goes first, so that neither always meets the same load.
-        order = libraries if round_ % 2 == 0 else libraries[::-1]
-        for library in order:
+        # Alternate which variant goes first, so that neither always meets the same load.
+        order = variants if round_ % 2 == 0 else variants[::-1]
+        for library, setting in order:
+            label = str(library) if setting is None else f"{library}, class archive {setting}"
+            if setting is not None:
+                os.environ["DELTA_CONNECT_CLASS_ARCHIVE"] = setting
             user = as_user(conf, library, args.table, args.warm_calls)
-            print(json.dumps({"round": round_, "user": user, "conf": conf}), flush=True)
+            print(json.dumps({"round": round_, "variant": label, "user": user}), flush=True)
             for key in ("ready", "connect", "first_state", "warm_state_median"):
                 if isinstance(user.get(key), float):
-                    summary[str(library)][key].append(user[key])
+                    summary[label][key].append(user[key])
     for library, series in summary.items():
         medians = {key: statistics.median(values) for key, values in series.items()}
         print(json.dumps({"library": library, "medians": medians, "rounds": series}), flush=True)

@@ -4,7 +4,10 @@ Responsibility: start pip's pyspark as a standalone Spark Connect server (``spar
 ``server_driver.py`` with Spark's Connect plugin, see ``LAUNCH_CONF``) bound to 127.0.0.1 on a
 free port, wait until it answers, and stop it when the client exits, also when the client dies
 without running its exit handlers (a watchdog process). ``server/start-local.sh`` and the test
-suite start the very same server through ``python -m delta_connect_py.embedded``.
+suite start the very same server through ``python -m delta_connect_py.embedded``. Its JVM maps
+Spark's classes from the installation's class archive once there is one; the first server of
+an installation records them for it (``class_archive``: built after that server stopped, in the
+background).
 
 Invariants: the server only ever binds the loopback address; it is ready (``start`` returns)
 once its port is open and its driver program says it answers requests (``READY_LINE``); its
@@ -31,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from delta_connect_py import class_archive as archives
 from delta_connect_py.errors import EmbeddedServerError
 
 #: The server's driver program: a plain SparkSession whose Connect plugin serves gRPC.
@@ -74,6 +78,9 @@ START_TIMEOUT_SECONDS = 180.0
 #: The line the driver program prints once the server answers requests (``server_driver``'s
 #: ``READY_LINE``): its gRPC port opens seconds earlier.
 READY_LINE = "delta-connect-py server driver: session state built, ready"
+#: The environment variable naming the file the driver program writes its JVM's class path to
+#: (``server_driver``'s ``CLASS_PATH_FILE_ENV``).
+CLASS_PATH_FILE_ENV = "DELTA_CONNECT_CLASS_PATH_FILE"
 
 #: The watchdog, a separate small process: it waits on a pipe only the client holds open, and
 #: when the pipe closes (the client exited however it did: SIGKILL, a killed notebook kernel)
@@ -178,6 +185,13 @@ class EmbeddedServer:
     log_path: Path | None = None
     #: Stops the server when this process dies without running ``stop`` (see ``_WATCHDOG``).
     watchdog: subprocess.Popen[bytes] | None = None
+    #: The installation's class archive (see ``class_archive``), set by ``start``; None when
+    #: turned off.
+    class_archive: archives.ClassArchive | None = None
+    #: The class archive option the server's JVM was started with, if any.
+    class_archive_option: str | None = None
+    #: The java binary the server runs, set by ``start``.
+    java: str | None = None
 
     @property
     def remote(self) -> str:
@@ -189,7 +203,9 @@ class EmbeddedServer:
             **LAUNCH_CONF,
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
-            "spark.driver.defaultJavaOptions": fixed_heap_options(self.driver_memory),
+            "spark.driver.defaultJavaOptions": " ".join(
+                [fixed_heap_options(self.driver_memory), *filter(None, [self.class_archive_option])]
+            ),
             **self.extra_conf,
         }
         args = [str(spark_home / "bin" / "spark-submit")]
@@ -200,9 +216,15 @@ class EmbeddedServer:
 
     def start(self) -> EmbeddedServer:
         spark_home = find_spark_home()
-        java = find_java()
+        java = self.java = find_java()
         if not self.port:
             self.port = free_port()
+        self.class_archive = archives.class_archive(
+            java, spark_home, self.extra_conf.get("spark.driver.extraClassPath", "")
+        )
+        self.class_archive_option = (
+            None if self.class_archive is None else self.class_archive.java_option()
+        )
         log_dir = Path(tempfile.mkdtemp(prefix="delta-connect-server-"))
         self.log_path = log_dir / "server.log"
         env = {
@@ -213,6 +235,7 @@ class EmbeddedServer:
             # The driver program needs full pyspark, which this interpreter has (find_spark_home).
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "SPARK_LOCAL_IP": "127.0.0.1",
+            CLASS_PATH_FILE_ENV: str(_class_path_file(log_dir)),
         }
         env.pop("SPARK_REMOTE", None)
         env.pop("SPARK_CONNECT_MODE_ENABLED", None)
@@ -276,25 +299,51 @@ class EmbeddedServer:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self) -> None:
+        """Stop the server; once it exited by itself, build the class archive from the classes
+        it recorded, if it did (in the background, see ``class_archive``)."""
         watchdog, self.watchdog = self.watchdog, None
         if watchdog is not None:
             watchdog.kill()
             watchdog.wait(timeout=10)
         process, self.process = self.process, None
-        stop_process_group(process, grace_seconds=30)
+        exited = stop_process_group(process, grace_seconds=30)
+        archive, self.class_archive = self.class_archive, None
+        if archive is None or process is None:
+            return
+        class_path = self._written_class_path()
+        if exited and class_path and self.java:
+            archives.start_build(archive, self.java, class_path)
+        else:
+            archive.class_list.unlink(missing_ok=True)
+
+    def _written_class_path(self) -> str | None:
+        """The driver JVM's class path, as its driver program wrote it (None if it did not)."""
+        if self.log_path is None:
+            return None
+        try:
+            return _class_path_file(self.log_path.parent).read_text() or None
+        except OSError:
+            return None
 
 
-def stop_process_group(process: subprocess.Popen[bytes] | None, grace_seconds: float) -> None:
+def _class_path_file(log_dir: Path) -> Path:
+    return log_dir / "class-path"
+
+
+def stop_process_group(process: subprocess.Popen[bytes] | None, grace_seconds: float) -> bool:
     """SIGTERM ``process``'s process group, SIGKILL it if still running after
-    ``grace_seconds``; nothing for a process that is None or already gone."""
+    ``grace_seconds``; nothing for a process that is None or already gone. Whether it exited
+    without being killed."""
     if process is None or process.poll() is not None:
-        return
+        return True
     os.killpg(process.pid, signal.SIGTERM)
     try:
         process.wait(timeout=grace_seconds)
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=10)
+        return False
+    return True
 
 
 #: Replaces ``SERVER_CONF``'s ``spark.master`` for ``python -m delta_connect_py.embedded`` (and

@@ -246,3 +246,49 @@ def test_snapshot_state_stays_on_its_own_server(spark_remote: str) -> None:
         other_session.stop()
     finally:
         other.stop()
+
+
+@pytest.mark.embedded
+def test_a_class_archive_is_built_once_and_mapped_by_later_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first server of an installation records its classes; once it stopped, the archive is
+    built in the background, and the next server maps it (``-Xshare:on``: a JVM that cannot
+    map it refuses to start) and reads a table."""
+    from delta_connect_py import DeltaTable, class_archive, connect
+    from delta_connect_py.embedded import SERVER_CONF, EmbeddedServer
+    from tests.conftest import CONFORMANCE
+
+    monkeypatch.setenv(class_archive.CACHE_DIR_ENV, str(tmp_path))
+    monkeypatch.delenv(class_archive.ENABLED_ENV, raising=False)
+    worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON", sys.executable)
+    first = EmbeddedServer(worker_python=worker_python).start()
+    archive = first.class_archive
+    try:
+        assert archive is not None
+        assert first.class_archive_option == f"-XX:DumpLoadedClassList={archive.class_list}"
+        spark = connect(first.remote)
+        assert spark.range(3).count() == 3
+        spark.stop()
+    finally:
+        first.stop()
+    deadline = time.monotonic() + 600
+    while not archive.published and time.monotonic() < deadline:
+        time.sleep(1)
+    assert archive.published, f"no class archive built in {tmp_path}"
+    assert sorted(p.name for p in archive.path.parent.iterdir()) == [archive.path.name]
+
+    required = f"{SERVER_CONF['spark.driver.extraJavaOptions']} -Xshare:on"
+    second = EmbeddedServer(
+        worker_python=worker_python, extra_conf={"spark.driver.extraJavaOptions": required}
+    ).start()
+    try:
+        assert second.class_archive_option == f"-XX:SharedArchiveFile={archive.path}"
+        spark = connect(second.remote)
+        table = DeltaTable.for_path(spark, str(CONFORMANCE / "delta-rs/simple_table/delta"))
+        assert table.snapshot().state.num_of_files == 5
+        del table
+        spark.stop()
+    finally:
+        second.stop()
+        gc.collect()  # see test_embedded_server_sessions_share_one_python_daemon

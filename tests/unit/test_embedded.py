@@ -82,3 +82,8 @@ def test_the_launcher_waits_for_the_line_its_driver_program_prints() -> None:
     source = embedded.DRIVER_PROGRAM.read_text()
     assert f'READY_LINE = "{embedded.READY_LINE}"' in source
     assert "print(READY_LINE, flush=True)" in source
+
+
+def test_the_driver_program_writes_its_class_path_where_the_launcher_reads_it() -> None:
+    source = embedded.DRIVER_PROGRAM.read_text()
+    assert f'CLASS_PATH_FILE_ENV = "{embedded.CLASS_PATH_FILE_ENV}"' in source
