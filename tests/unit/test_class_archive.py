@@ -53,12 +53,25 @@ def fake_java(path: Path, writes: str, exit_code: int = 0) -> Path:
     return path
 
 
+def new_archive(installation: tuple[str, Path]) -> archives.ClassArchive:
+    archive = archives.class_archive(*installation)
+    assert archive is not None
+    return archive
+
+
+def marker_of(archive: archives.ClassArchive) -> Path:
+    return archive.path.with_name(archive.path.name + archives.BUILDING_SUFFIX)
+
+
+def age_past_the_build_timeout(path: Path) -> None:
+    stale = time.time() - archives.BUILD_TIMEOUT_SECONDS - 1
+    os.utime(path, (stale, stale))
+
+
 def test_a_start_records_its_classes_until_an_archive_is_published(
     cache_dir: Path, installation: tuple[str, Path]
 ) -> None:
-    java, spark_home = installation
-    archive = archives.class_archive(java, spark_home)
-    assert archive is not None
+    archive = new_archive(installation)
     assert archive.java_option() == f"-XX:DumpLoadedClassList={archive.class_list}"
     assert archive.class_list.parent == archive.path.parent == cache_dir
     archive.path.write_bytes(b"archive")
@@ -68,14 +81,10 @@ def test_a_start_records_its_classes_until_an_archive_is_published(
 def test_no_option_while_a_build_is_under_way(
     cache_dir: Path, installation: tuple[str, Path]
 ) -> None:
-    java, spark_home = installation
-    archive = archives.class_archive(java, spark_home)
-    assert archive is not None
-    marker = archive.path.with_name(archive.path.name + archives.BUILDING_SUFFIX)
-    marker.touch()
+    archive = new_archive(installation)
+    marker_of(archive).touch()
     assert archive.java_option() is None
-    stale = time.time() - archives.BUILD_TIMEOUT_SECONDS - 1
-    os.utime(marker, (stale, stale))
+    age_past_the_build_timeout(marker_of(archive))
     assert archive.java_option() == f"-XX:DumpLoadedClassList={archive.class_list}"
 
 
@@ -107,8 +116,7 @@ def test_the_key_names_what_the_archive_is_made_from(
 
 def recorded(installation: tuple[str, Path]) -> archives.ClassArchive:
     """An archive whose server recorded a class list."""
-    archive = archives.class_archive(*installation)
-    assert archive is not None
+    archive = new_archive(installation)
     archive.class_list.write_text("java/lang/Object id: 0\n")
     return archive
 
@@ -138,7 +146,7 @@ def test_a_build_publishes_nothing_but_a_whole_archive(
 
 def test_one_build_at_a_time(cache_dir: Path, installation: tuple[str, Path]) -> None:
     archive = recorded(installation)
-    marker = archive.path.with_name(archive.path.name + archives.BUILDING_SUFFIX)
+    marker = marker_of(archive)
     marker.touch()
     assert not archives.build(installation[0], "/jars/a.jar", archive.class_list, archive.path)
     assert not archive.path.exists() and not archive.class_list.exists()
@@ -149,18 +157,15 @@ def test_a_marker_left_by_a_dead_builder_does_not_block_builds(
     cache_dir: Path, installation: tuple[str, Path]
 ) -> None:
     archive = recorded(installation)
-    marker = archive.path.with_name(archive.path.name + archives.BUILDING_SUFFIX)
-    marker.touch()
-    stale = time.time() - archives.BUILD_TIMEOUT_SECONDS - 1
-    os.utime(marker, (stale, stale))
+    marker_of(archive).touch()
+    age_past_the_build_timeout(marker_of(archive))
     assert archives.build(installation[0], "/jars/a.jar", archive.class_list, archive.path)
 
 
 def test_start_build_only_builds_from_a_recorded_list(
     cache_dir: Path, installation: tuple[str, Path]
 ) -> None:
-    archive = archives.class_archive(*installation)
-    assert archive is not None
+    archive = new_archive(installation)
     assert not archives.start_build(archive, installation[0], "/jars/a.jar")  # nothing recorded
     archive = recorded(installation)
     archive.path.write_bytes(b"published meanwhile")
