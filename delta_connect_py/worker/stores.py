@@ -27,6 +27,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from delta_connect_py.errors import (
@@ -256,7 +257,7 @@ def _gcs(options: StorageOptions) -> pyarrow.fs.GcsFileSystem:
         endpoint_override=endpoint,
         scheme=scheme or None,
         project_id=options.given("GOOGLE_PROJECT_ID"),
-        retry_time_limit=_TIMEOUT_SECONDS,
+        retry_time_limit=timedelta(seconds=_TIMEOUT_SECONDS),
     )
 
 

@@ -58,6 +58,28 @@ def test_s3_options_map_onto_pyarrow_without_a_region_lookup() -> None:
     assert filesystem.region == "us-east-1"  # no lookup: an endpoint is given
 
 
+def test_gcs_options_open_a_pyarrow_file_system() -> None:
+    """Opened without a request; the retry bound is a timedelta, as pyarrow requires."""
+    from pyarrow import fs
+
+    options = StorageOptions.of(
+        {"GOOGLE_ENDPOINT_URL": "http://127.0.0.1:1", "GOOGLE_ANONYMOUS": "true"}
+    )
+    filesystem, path = open_store("gs://bucket/table/_delta_log", options)
+    assert isinstance(filesystem, fs.GcsFileSystem)
+    assert path == "bucket/table/_delta_log"
+
+
+def test_azure_options_open_a_pyarrow_file_system() -> None:
+    from pyarrow import fs
+
+    options = StorageOptions.of({"AZURE_STORAGE_ACCOUNT_KEY": "a2V5"})
+    uri = "abfss://container@account.dfs.core.windows.net/table/_delta_log"
+    filesystem, path = open_store(uri, options)
+    assert isinstance(filesystem, fs.AzureFileSystem)
+    assert path == "container/table/_delta_log"
+
+
 @pytest.mark.parametrize(
     ("uri", "path"),
     [
