@@ -81,6 +81,10 @@ class ClassArchive:
             return None
         return f"-XX:DumpLoadedClassList={self.class_list}"
 
+    def discard_class_list(self) -> None:
+        """Remove this server's class list, if any (never raises: it runs at exit)."""
+        _remove(self.class_list)
+
 
 def class_archive(java: str, spark_home: Path, extra_class_path: str = "") -> ClassArchive | None:
     """The archive for a server run by ``java`` from ``spark_home``'s jars (None when turned
@@ -129,7 +133,7 @@ def start_build(archive: ClassArchive, java: str, class_path: str) -> bool:
     detached process at the lowest priority; whether one was started. Without a list to
     build from, or when the archive exists or is being built, the list is just removed."""
     if not archive.class_list.is_file() or archive.published or archive.building:
-        _remove(archive.class_list)
+        archive.discard_class_list()
         return False
     command = [sys.executable, __file__, "build", java, class_path]
     subprocess.Popen(

@@ -314,7 +314,7 @@ class EmbeddedServer:
         if exited and class_path and self.java:
             archives.start_build(archive, self.java, class_path)
         else:
-            archive.class_list.unlink(missing_ok=True)
+            archive.discard_class_list()
 
     def _written_class_path(self) -> str | None:
         """The driver JVM's class path, as its driver program wrote it (None if it did not)."""
