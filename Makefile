@@ -7,6 +7,7 @@
 #   make test-resources    a 1 GB server retrying tasks: a big table, a full disk, a killed worker
 #   make test-retries / test-cluster   worker-error tests under local[*,4]; a subset on a
 #                standalone cluster (2 workers)
+#   make test-cluster-object-store  a subset of the S3 tests with the server on that cluster
 #   make lint    ruff check, ruff format --check, mypy
 #   make test-container  the image (Docker installed if missing) and a test subset against it
 #   make test-spark40  conformance + a subset against a pip Spark 4.0 server, 4.1 and 4.0 clients
@@ -44,12 +45,12 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	test-retries test-cluster test-concurrency test-resources test-object-store test-spark40 \
+	test-retries test-cluster test-cluster-object-store test-concurrency test-resources test-object-store test-spark40 \
 	test-wheel test-fuzz delta-jars s3a-jars moto-venv lint \
 	server test-container image compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,22p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,23p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -167,8 +168,18 @@ test-resources: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 test-cluster: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-cluster.sh \
-		$(THIN)/bin/pytest -m "(cluster or worker_errors) and not embedded and not delta_spark" \
+		$(THIN)/bin/pytest -m "(cluster or worker_errors) and not embedded and not delta_spark and not object_store" \
 		tests $(PYTEST_ARGS)
+
+# (g') tables on S3 (moto on loopback) read and written by executors on a standalone cluster:
+# only the master and two workers start here (no AWS_* in their environment); the object-store
+# tests marked cluster put their own s3a server on that master (tests/cluster_placement.py).
+test-cluster-object-store: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed \
+		$(MOTO)/.installed s3a-jars
+	env -u SPARK_REMOTE DELTA_CONNECT_CLUSTER_SERVER=0 OBJECT_STORE_REQUIRED=1 \
+		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		server/with-cluster.sh \
+		$(VENV)/bin/pytest -m "object_store and cluster" tests/integration/object_store $(PYTEST_ARGS)
 
 # (h) a stock Spark 4.0 Connect server (pip pyspark 4.0 in .venv-spark40), from the 4.1 thin
 # client and from a 4.0 thin client (.venv-thin40, also checking pip left its pyspark-client

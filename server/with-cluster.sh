@@ -13,6 +13,12 @@
 # worker granted an executor), runs COMMAND with SPARK_REMOTE set, stops the server and the
 # cluster by PID on any exit, and exits with COMMAND's code. Logs: $DELTA_CONNECT_CLUSTER_DIR
 # (default a fresh temporary folder). Start-up waits at most $DELTA_CONNECT_START_TIMEOUT s each.
+#
+# With DELTA_CONNECT_CLUSTER_SERVER=0 only the master and the workers start, and COMMAND runs
+# with DELTA_CONNECT_CLUSTER_MASTER (the master's URL) and DELTA_CONNECT_CLUSTER_WORKERS set:
+# for tests that start servers of their own on the cluster (tests/cluster_placement.py). The
+# master and workers never see an AWS_* variable (AWS_EC2_METADATA_DISABLED=true instead), so
+# executors hold only the credentials their server's Spark conf gives them.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -62,17 +68,27 @@ wait_for() {
     done
 }
 
+aws_variables=()
+while IFS='=' read -r name _; do
+    [[ $name == AWS_* ]] && aws_variables+=(-u "$name")
+done < <(env)
+
+# daemon ARGS...: a master or worker without the caller's PYTHONPATH (executors' Python workers
+# must not import delta_connect_py: the library ships its worker code by value) or AWS_*.
+daemon() {
+    env -u PYTHONPATH "${aws_variables[@]}" AWS_EC2_METADATA_DISABLED=true \
+        "$spark_home/bin/spark-class" "$@"
+}
+
 start=$SECONDS
-# The caller's PYTHONPATH stays out of the cluster: executors' Python workers must not import
-# delta_connect_py (the library ships its worker code by value).
-env -u PYTHONPATH "$spark_home/bin/spark-class" org.apache.spark.deploy.master.Master \
+daemon org.apache.spark.deploy.master.Master \
     --host 127.0.0.1 --port "$master_port" --webui-port 0 >"$work/logs/master.log" 2>&1 &
 pids+=("$!")
 wait_for "$work/logs/master.log" "I have been elected leader" "${pids[0]}" "the master"
 
 for i in $(seq 1 "$nworkers"); do
     mkdir -p "$work/worker$i"
-    env -u PYTHONPATH "$spark_home/bin/spark-class" org.apache.spark.deploy.worker.Worker "$master" \
+    daemon org.apache.spark.deploy.worker.Worker "$master" \
         --host 127.0.0.1 --port 0 --webui-port 0 --cores 1 --memory "$worker_memory" \
         --work-dir "$work/worker$i" >"$work/logs/worker$i.log" 2>&1 &
     pids+=("$!")
@@ -81,6 +97,16 @@ for i in $(seq 1 "$nworkers"); do
     wait_for "$work/logs/worker$i.log" "Successfully registered with master" "${pids[i]}" \
         "worker $i"
 done
+
+if [[ ${DELTA_CONNECT_CLUSTER_SERVER:-1} == 0 ]]; then
+    echo "with-cluster: $nworkers workers on $master ready after $((SECONDS - start))s" \
+        "(logs: $work/logs); the command starts its own servers"
+    set +e
+    DELTA_CONNECT_CLUSTER_MASTER="$master" DELTA_CONNECT_CLUSTER_WORKERS="$nworkers" "$@"
+    status=$?
+    set -e
+    exit "$status"
+fi
 
 DELTA_CONNECT_DRIVER_MEMORY="${DELTA_CONNECT_DRIVER_MEMORY:-2g}" \
 "$server_python" -m delta_connect_py.embedded --port "$connect_port" \

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from delta_connect_py.embedded import EmbeddedServer, free_port, stop_process_group
+from tests.cluster_placement import cluster_conf, wait_for_executors
 
 ROOT = Path(__file__).resolve().parents[1]
 S3A_JARS_DIR = Path(os.environ.get("S3A_JARS_DIR", ROOT / ".s3a-jars"))
@@ -189,19 +190,27 @@ class MotoServer:
 
 def s3a_spark_server(endpoint: str, worker_python: str, jars: list[Path]) -> EmbeddedServer:
     """A started Spark Connect server reading ``s3a://`` from ``endpoint``, started with an
-    environment free of ``AWS_*`` (its Python workers inherit it)."""
+    environment free of ``AWS_*`` (its Python workers inherit it); on the standalone cluster
+    when ``tests.cluster_placement`` names one, with every executor granted."""
     saved = dict(os.environ)
     os.environ.clear()
     os.environ.update(scrubbed_environment(saved))
     try:
-        return EmbeddedServer(
+        server = EmbeddedServer(
             worker_python=worker_python,
             driver_memory=os.environ.get("DELTA_CONNECT_DRIVER_MEMORY", "2g"),
-            extra_conf=s3a_conf(endpoint, jars),
+            extra_conf={**s3a_conf(endpoint, jars), **cluster_conf(worker_python)},
         ).start()
     finally:
         os.environ.clear()
         os.environ.update(saved)
+    try:
+        assert server.log_path is not None
+        wait_for_executors(server.log_path)
+    except BaseException:
+        server.stop()
+        raise
+    return server
 
 
 def main() -> int:

@@ -18,6 +18,7 @@ import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -92,6 +93,13 @@ def spark_remote(moto: MotoServer) -> Iterator[str]:
 def storage_options(moto: MotoServer) -> dict[str, str]:
     """Credentials for the workers' own file operations and for delta-rs."""
     return worker_storage_options(moto.endpoint)
+
+
+def cluster_params(names: list[str], on_cluster: set[str]) -> list[Any]:
+    """``names`` as parameters, those in ``on_cluster`` marked ``cluster``: the subset that
+    ``make test-cluster-object-store`` also runs with the server on a standalone cluster."""
+    assert on_cluster <= set(names), on_cluster - set(names)
+    return [pytest.param(n, marks=pytest.mark.cluster) if n in on_cluster else n for n in names]
 
 
 def s3a_uri(name: str) -> str:

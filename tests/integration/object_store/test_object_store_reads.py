@@ -19,11 +19,11 @@ from urllib.parse import unquote
 import pytest
 
 from delta_connect_py import DeltaTable
-from tests.integration.object_store.conftest import TABLES, local_uri, s3a_uri
+from tests.integration.object_store.conftest import TABLES, cluster_params, local_uri, s3a_uri
 
 pytestmark = pytest.mark.object_store
 
-DV_TABLES = ("dvsmall", "dvpart", "dvlogs")
+DV_TABLES = ["dvsmall", "dvpart", "dvlogs"]
 CDF_TABLES = {"cdf": False, "cdfict": True}  # name -> has in-commit timestamps
 
 
@@ -44,7 +44,7 @@ def _tables(spark: Any, name: str) -> tuple[DeltaTable, DeltaTable]:
     return DeltaTable.for_path(spark, s3a_uri(name)), DeltaTable.for_path(spark, local_uri(name))
 
 
-@pytest.mark.parametrize("name", sorted(TABLES))
+@pytest.mark.parametrize("name", cluster_params(sorted(TABLES), {"multipart", "escaped"}))
 def test_snapshot_equals_local(spark: Any, name: str, caplog: pytest.LogCaptureFixture) -> None:
     with _no_warnings(caplog):
         remote_table, local_table = _tables(spark, name)
@@ -82,7 +82,7 @@ def test_hint_is_read_with_storage_options(spark: Any, storage_options: dict[str
     assert with_options.list_log().last_checkpoint == local.list_log().last_checkpoint
 
 
-@pytest.mark.parametrize("name", DV_TABLES)
+@pytest.mark.parametrize("name", cluster_params(DV_TABLES, {"dvpart"}))
 def test_deletion_vectors_read_by_spark(spark: Any, name: str) -> None:
     """Rows named by DV files on s3a are really removed: fewer rows than the files hold."""
     remote = DeltaTable.for_path(spark, s3a_uri(name)).snapshot()
@@ -93,7 +93,7 @@ def test_deletion_vectors_read_by_spark(spark: Any, name: str) -> None:
     assert remote.to_df().count() == local.to_df().count() < in_files.count()
 
 
-@pytest.mark.parametrize("name", sorted(CDF_TABLES))
+@pytest.mark.parametrize("name", cluster_params(sorted(CDF_TABLES), {"cdfict"}))
 def test_change_data_feed_equals_local(
     spark: Any, name: str, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -20,7 +20,7 @@ from pyarrow import fs
 from delta_connect_py import DeltaTable
 from delta_connect_py.errors import UnsupportedFileSystemError, WorkerFileAccessError
 from delta_connect_py.protocol.staging import staging_folder_name
-from tests.integration.object_store.conftest import TABLES, local_uri
+from tests.integration.object_store.conftest import TABLES, cluster_params, local_uri
 from tests.object_store_server import ACCESS_KEY, REGION, SECRET_KEY, MotoServer
 
 pytestmark = pytest.mark.object_store
@@ -51,7 +51,9 @@ def _file_paths(snapshot: Any) -> list[str]:
     return sorted(row["path"] for row in snapshot.all_files().select("path").collect())
 
 
-@pytest.mark.parametrize("name", ["ckpt", "v2sidecars", "dvpart"])
+@pytest.mark.parametrize(
+    "name", cluster_params(["ckpt", "v2sidecars", "dvpart"], {"ckpt", "dvpart"})
+)
 def test_checkpoint_on_s3_is_enough_alone(
     spark: Any,
     moto: MotoServer,
@@ -160,6 +162,7 @@ def test_staging_folders_are_aged_by_their_name_not_by_s3_times(
     assert [p.rstrip("/").rsplit("/", 1)[-1] for p in swept] == [dead]
 
 
+@pytest.mark.cluster
 def test_a_quiet_log_on_s3_is_checked_with_no_listing_and_a_new_commit_is_seen(
     spark: Any,
     moto: MotoServer,
