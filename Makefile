@@ -13,6 +13,7 @@
 #   make test-spark40  conformance + a subset against a pip Spark 4.0 server, 4.1 and 4.0 clients
 #   make test-wheel  build the sdist and wheel, install the wheel in a fresh venv, smoke-test it
 #   make test-fuzz  the damaged-log fuzzer (500 seeded cases against delta-rs)
+#   make test-gcs  tables on GCS (fake-gcs-server, built with go, and the GCS connector)
 #
 # Environments (created on first use, reinstalled when pyproject.toml changes):
 #   .venv         pip install -e '.[local,test,dev]'  full pyspark + Java: runs the server
@@ -21,6 +22,8 @@
 #   .delta-jars   server/fetch-delta-jars.sh (mvn)   delta-spark jars for the oracle server
 #   .s3a-jars     server/fetch-s3a-jars.sh (mvn)     hadoop-aws + AWS SDK for the s3a server
 #   .venv-moto    server/moto-requirements.txt       moto's S3 server for the object-store tests
+#   .gcs-jars     server/fetch-gcs-jars.sh (mvn)     the GCS connector for the GCS tests
+#   .fake-gcs     server/install-fake-gcs.sh (go)    fake-gcs-server for the GCS tests
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -46,11 +49,11 @@ endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
 	test-retries test-cluster test-cluster-object-store test-concurrency test-resources test-object-store test-spark40 \
-	test-wheel test-fuzz delta-jars s3a-jars moto-venv lint \
+	test-wheel test-fuzz test-gcs delta-jars s3a-jars gcs-jars fake-gcs moto-venv lint \
 	server test-container image compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,23p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,26p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -117,7 +120,7 @@ test-unit: $(THIN)/.installed
 test-integration: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-local-server.sh \
-		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark and not object_store and not concurrency and not soak and not resources" \
+		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark and not object_store and not gcs and not concurrency and not soak and not resources" \
 		tests $(PYTEST_ARGS)
 
 # (c) tests that start the embedded server themselves (full pyspark); none collected is fine.
@@ -168,7 +171,7 @@ test-resources: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 test-cluster: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-cluster.sh \
-		$(THIN)/bin/pytest -m "(cluster or worker_errors) and not embedded and not delta_spark and not object_store" \
+		$(THIN)/bin/pytest -m "(cluster or worker_errors) and not embedded and not delta_spark and not object_store and not gcs" \
 		tests $(PYTEST_ARGS)
 
 # (g') tables on S3 (moto on loopback) read and written by executors on a standalone cluster:
@@ -209,6 +212,20 @@ test-fuzz: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-local-server.sh \
 		$(VENV)/bin/pytest -s -m fuzz tests/fuzz $(PYTEST_ARGS)
+
+# (k) tables on GCS: fake-gcs-server built from the Go module proxy (server/install-fake-gcs.sh,
+# cached in .fake-gcs/) and the GCS connector (server/fetch-gcs-jars.sh, .gcs-jars/); the tests
+# start both on loopback. GCS_REQUIRED: a missing emulator or connector fails the tests.
+test-gcs: $(VENV)/.installed-dev $(WORKER)/.installed gcs-jars fake-gcs
+	env -u SPARK_REMOTE GCS_REQUIRED=1 \
+		DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		$(VENV)/bin/pytest -m gcs tests/integration/gcs $(PYTEST_ARGS)
+
+gcs-jars:
+	server/fetch-gcs-jars.sh >/dev/null
+
+fake-gcs:
+	server/install-fake-gcs.sh >/dev/null
 
 s3a-jars:
 	server/fetch-s3a-jars.sh >/dev/null

@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
 # Sourced by server/fetch-*-jars.sh: copy artifacts from Maven Central into a folder.
 #
-#     maven_copy TYPE DEST GROUP:ARTIFACT:VERSION...
+#     maven_copy TYPE DEST GROUP:ARTIFACT:VERSION[:CLASSIFIER]...
 #
 # mvn needs a project, so a throw-away pom in a scratch folder lists the artifacts and
-# maven-dependency-plugin's `copy` puts each ARTIFACT-VERSION.TYPE into DEST. `-U` makes mvn ask
+# maven-dependency-plugin's `copy` puts each ARTIFACT-VERSION[-CLASSIFIER].TYPE into DEST. `-U` makes mvn ask
 # Maven Central again for an artifact it failed to find earlier (it caches that failure).
 # Returns 1, after printing the mvn command and its errors on stderr, when mvn fails.
 
 maven_copy() {
-    local type="$1" dest="$2" coordinate items="" group artifact version_ scratch status=0
+    local type="$1" dest="$2" coordinate items="" group artifact version_ classifier scratch
+    local status=0
     shift 2
     for coordinate in "$@"; do
-        IFS=: read -r group artifact version_ <<<"$coordinate"
+        IFS=: read -r group artifact version_ classifier <<<"$coordinate"
         items+="<artifactItem><groupId>$group</groupId><artifactId>$artifact</artifactId>"
-        items+="<version>$version_</version><type>$type</type></artifactItem>"
+        items+="<version>$version_</version><type>$type</type>"
+        [[ -z "$classifier" ]] || items+="<classifier>$classifier</classifier>"
+        items+="</artifactItem>"
     done
     scratch="$(mktemp -d)"
     cat >"$scratch/pom.xml" <<POM

@@ -69,6 +69,38 @@ def _close_sessions_of(remote: str) -> None:
             session.stop()
 
 
+def require(missing: list[str], suite: str, required_variable: str) -> None:
+    """Skip ``suite``'s tests when something they need is ``missing``; fail them instead when
+    ``required_variable`` is set (CI), so a broken install cannot pass as skipped."""
+    if not missing:
+        return
+    message = f"{suite} tests need " + " and ".join(missing)
+    if os.environ.get(required_variable):
+        pytest.fail(f"{required_variable} is set but {message}", pytrace=False)
+    pytest.skip(message)
+
+
+def serve(server: Any) -> Iterator[str]:
+    """A started server's remote for a session fixture; its client sessions are closed, then
+    the server stopped, at the end."""
+    try:
+        yield server.remote
+    finally:
+        _close_sessions_of(server.remote)
+        server.stop()
+
+
+def worker_python() -> str:
+    """The interpreter of the servers' Python workers that the tests start."""
+    return os.environ.get("DELTA_CONNECT_WORKER_PYTHON") or _vanilla_worker_python()
+
+
+def sorted_rows(df: Any, drop: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
+    """A DataFrame's rows as tuples (without the ``drop`` columns), in a fixed order."""
+    columns = [c for c in df.columns if c not in drop]
+    return sorted((tuple(row) for row in df.select(*columns).collect()), key=repr)
+
+
 @pytest.fixture(scope="session")
 def spark(spark_remote: str) -> Iterator[object]:
     from delta_connect_py import connect

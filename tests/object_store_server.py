@@ -26,12 +26,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+import urllib.request
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from delta_connect_py.embedded import EmbeddedServer, free_port, stop_process_group
 from tests.cluster_placement import cluster_conf, wait_for_executors
+
+if TYPE_CHECKING:
+    from pyarrow.fs import FileSystem
+
+    from delta_connect_py import CheckpointResult
 
 ROOT = Path(__file__).resolve().parents[1]
 S3A_JARS_DIR = Path(os.environ.get("S3A_JARS_DIR", ROOT / ".s3a-jars"))
@@ -121,24 +128,32 @@ print(count)
 """
 
 
+_Emulator = TypeVar("_Emulator", bound="LoopbackEmulator")
+
+
 @dataclass
-class MotoServer:
-    """``moto_server`` on 127.0.0.1:<free port>, requests logged to ``log_path``."""
+class LoopbackEmulator:
+    """A store emulator's process on 127.0.0.1:<free port>, its output in ``log_path``, started
+    with an environment free of ``AWS_*``; ready once ``probe_path`` answers over HTTP."""
 
     binary: Path
     port: int = 0
     process: subprocess.Popen[bytes] | None = None
-    log_path: Path = field(default_factory=lambda: Path(tempfile.mkdtemp()) / "moto.log")
+    log_path: Path = field(default_factory=lambda: Path(tempfile.mkdtemp()) / "emulator.log")
+    probe_path = "/"
 
     @property
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> MotoServer:
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def start(self: _Emulator) -> _Emulator:
         self.port = self.port or free_port()
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(
-                [str(self.binary), "-H", "127.0.0.1", "-p", str(self.port)],
+                self.command(),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=scrubbed_environment(),
@@ -147,16 +162,31 @@ class MotoServer:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"moto_server exited: {self.log_path.read_text()[-2000:]}")
+                raise RuntimeError(f"{self.binary.name} exited: {self.requests_log()[-2000:]}")
             try:
-                import urllib.request
-
-                urllib.request.urlopen(self.endpoint + "/moto-api/", timeout=1).close()
+                urllib.request.urlopen(self.endpoint + self.probe_path, timeout=1).close()
                 return self
             except OSError:
                 time.sleep(0.2)
         self.stop()
-        raise RuntimeError(f"moto_server did not answer on {self.endpoint}")
+        raise RuntimeError(f"{self.binary.name} did not answer on {self.endpoint}")
+
+    def requests_log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self) -> None:
+        process, self.process = self.process, None
+        stop_process_group(process, grace_seconds=10)
+
+
+@dataclass
+class MotoServer(LoopbackEmulator):
+    """``moto_server``, its requests logged to ``log_path``."""
+
+    probe_path = "/moto-api/"
+
+    def command(self) -> list[str]:
+        return [str(self.binary), "-H", "127.0.0.1", "-p", str(self.port)]
 
     def upload(self, folders: Mapping[str, Path], bucket: str = BUCKET) -> int:
         """Upload each local folder under the key prefix it is mapped to; the object count."""
@@ -180,16 +210,29 @@ class MotoServer:
             raise RuntimeError(f"upload to moto failed: {result.stderr.decode()[-2000:]}")
         return int(result.stdout)
 
-    def requests_log(self) -> str:
-        return self.log_path.read_text(errors="replace")
 
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        stop_process_group(process, grace_seconds=10)
+def delete_covered_log_files(
+    store: FileSystem, log_key: str, log_names: Iterable[str], result: CheckpointResult
+) -> None:
+    """Delete from ``store`` every commit and checkpoint under ``log_key`` (the log folder's
+    key, ``/``-terminated) up to ``result``'s version but ``result``'s own parts, so only that
+    checkpoint and later commits can answer (``log_names`` relative to ``log_key``)."""
+    ours = {path.rsplit("/", 1)[-1] for path in result.paths}
+    for entry in log_names:
+        base = entry.rsplit("/", 1)[-1]
+        if entry.startswith("_") or base in ours or not base[:20].isdigit():
+            continue
+        if int(base[:20]) <= result.version:
+            store.delete_file(log_key + entry)
 
 
 def s3a_spark_server(endpoint: str, worker_python: str, jars: list[Path]) -> EmbeddedServer:
-    """A started Spark Connect server reading ``s3a://`` from ``endpoint``, started with an
+    """A started Spark Connect server reading ``s3a://`` from ``endpoint``."""
+    return store_spark_server(worker_python, s3a_conf(endpoint, jars))
+
+
+def store_spark_server(worker_python: str, store_conf: Mapping[str, str]) -> EmbeddedServer:
+    """A started Spark Connect server with an object store's settings, started with an
     environment free of ``AWS_*`` (its Python workers inherit it); on the standalone cluster
     when ``tests.cluster_placement`` names one, with every executor granted."""
     saved = dict(os.environ)
@@ -199,7 +242,7 @@ def s3a_spark_server(endpoint: str, worker_python: str, jars: list[Path]) -> Emb
         server = EmbeddedServer(
             worker_python=worker_python,
             driver_memory=os.environ.get("DELTA_CONNECT_DRIVER_MEMORY", "2g"),
-            extra_conf={**s3a_conf(endpoint, jars), **cluster_conf(worker_python)},
+            extra_conf={**store_conf, **cluster_conf(worker_python)},
         ).start()
     finally:
         os.environ.clear()

@@ -67,6 +67,24 @@ AZURE_OPTIONS = (
 )
 GCS_OPTIONS = ("GOOGLE_ENDPOINT_URL", "GOOGLE_PROJECT_ID", "GOOGLE_ANONYMOUS")
 SUPPORTED_OPTIONS = frozenset((*S3_OPTIONS, *AZURE_OPTIONS, *GCS_OPTIONS))
+#: Settings, not secrets: an error shows their values, since a wrong endpoint or region is the
+#: usual cause and the store's own message does not always name it.
+SHOWN_OPTIONS = frozenset(
+    (
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT",
+        "AWS_ALLOW_HTTP",
+        "AWS_SKIP_SIGNATURE",
+        "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
+        "AZURE_STORAGE_ACCOUNT_NAME",
+        "AZURE_STORAGE_USE_EMULATOR",
+        "GOOGLE_ENDPOINT_URL",
+        "GOOGLE_PROJECT_ID",
+        "GOOGLE_ANONYMOUS",
+    )
+)
 
 #: Schemes pyarrow opens in the worker (``hdfs`` only where libhdfs and a JVM are installed).
 _S3_SCHEMES = ("s3", "s3a", "s3n")
@@ -287,7 +305,7 @@ def access_failure(
     """The error a worker's failed file operation on ``uri`` becomes (no option values)."""
     scheme = scheme_of(uri)
     source = (
-        f"the storage_options given ({', '.join(k for k, _ in options.items)})"
+        f"the storage_options given ({', '.join(_described(k, v) for k, v in options.items)})"
         if options
         else "the workers' own environment (no storage_options were given)"
     )
@@ -298,6 +316,10 @@ def access_failure(
         source=source,
         credentials=_how_to_give(scheme),
     )
+
+
+def _described(name: str, value: str) -> str:
+    return f"{name}={value}" if name in SHOWN_OPTIONS else name
 
 
 def guarded(

@@ -115,6 +115,18 @@ def test_access_failure_names_operation_and_keys_not_values() -> None:
     assert "AWS_SECRET_ACCESS_KEY" in text and SECRET not in text
 
 
+def test_access_failure_shows_settings_but_no_secret() -> None:
+    """A wrong endpoint is the usual cause, and GCS's client does not name it: the error does."""
+    options = StorageOptions.of(
+        {"GOOGLE_ENDPOINT_URL": "http://127.0.0.1:9", "GOOGLE_ANONYMOUS": "true"}
+    )
+    error = access_failure("create_checkpoint", "gs://b/t", OSError("UNAVAILABLE"), options)
+    assert "(GOOGLE_ANONYMOUS=true, GOOGLE_ENDPOINT_URL=http://127.0.0.1:9)" in str(error)
+    secret = StorageOptions.of({"AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "eu-west-1"})
+    text = str(access_failure("cleanup_metadata", "s3a://b/t", OSError("403"), secret))
+    assert "AWS_REGION=eu-west-1" in text and SECRET not in text
+
+
 def test_unreadable_hint_is_unreachable_at_once(tmp_path: Path) -> None:
     """A hint that cannot be read (here: a directory) is not retried (retrying would sleep
     an hour here) and is not called corrupt; a hint that does not parse is."""

@@ -14,7 +14,6 @@ fails the tests.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CONFORMANCE, _close_sessions_of, _vanilla_worker_python
+from tests.conftest import CONFORMANCE, require, serve, worker_python
 from tests.object_store_server import (
     BUCKET,
     MotoServer,
@@ -57,12 +56,7 @@ def _object_store_prerequisites() -> None:
         missing.append("moto's venv (run make moto-venv)")
     if not CONFORMANCE.exists():
         missing.append(f"the conformance tables ({CONFORMANCE})")
-    if not missing:
-        return
-    message = "object-store tests need " + " and ".join(missing)
-    if os.environ.get("OBJECT_STORE_REQUIRED"):
-        pytest.fail(f"OBJECT_STORE_REQUIRED is set but {message}", pytrace=False)
-    pytest.skip(message)
+    require(missing, "object-store", "OBJECT_STORE_REQUIRED")
 
 
 @pytest.fixture(scope="session")
@@ -80,13 +74,7 @@ def moto() -> Iterator[MotoServer]:
 @pytest.fixture(scope="session")
 def spark_remote(moto: MotoServer) -> Iterator[str]:
     """Overrides the suite's server: one with the s3a connector, no AWS_* anywhere."""
-    worker_python = os.environ.get("DELTA_CONNECT_WORKER_PYTHON") or _vanilla_worker_python()
-    server = s3a_spark_server(moto.endpoint, worker_python, s3a_jars())
-    try:
-        yield server.remote
-    finally:
-        _close_sessions_of(server.remote)
-        server.stop()
+    yield from serve(s3a_spark_server(moto.endpoint, worker_python(), s3a_jars()))
 
 
 @pytest.fixture(scope="session")

@@ -19,17 +19,13 @@ from urllib.parse import unquote
 import pytest
 
 from delta_connect_py import DeltaTable
+from tests.conftest import sorted_rows
 from tests.integration.object_store.conftest import TABLES, cluster_params, local_uri, s3a_uri
 
 pytestmark = pytest.mark.object_store
 
 DV_TABLES = ["dvsmall", "dvpart", "dvlogs"]
 CDF_TABLES = {"cdf": False, "cdfict": True}  # name -> has in-commit timestamps
-
-
-def _rows(df: Any, drop: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
-    columns = [c for c in df.columns if c not in drop]
-    return sorted((tuple(row) for row in df.select(*columns).collect()), key=repr)
 
 
 @contextmanager
@@ -55,10 +51,12 @@ def test_snapshot_equals_local(spark: Any, name: str, caplog: pytest.LogCaptureF
         assert remote.state == local.state
         assert remote.transactions == local.transactions
         keys = ("path", "size", "partitionValues", "deletionVector")
-        assert _rows(remote.all_files().select(*keys)) == _rows(local.all_files().select(*keys))
-        assert _rows(remote.to_df()) == _rows(local.to_df())
+        assert sorted_rows(remote.all_files().select(*keys)) == sorted_rows(
+            local.all_files().select(*keys)
+        )
+        assert sorted_rows(remote.to_df()) == sorted_rows(local.to_df())
         history = ("version", "operation")
-        assert _rows(remote_table.history().select(*history)) == _rows(
+        assert sorted_rows(remote_table.history().select(*history)) == sorted_rows(
             local_table.history().select(*history)
         )
 
@@ -100,10 +98,10 @@ def test_change_data_feed_equals_local(
     drop = () if CDF_TABLES[name] else ("_commit_timestamp",)
     with _no_warnings(caplog):
         remote, local = _tables(spark, name)
-        assert _rows(remote.load_cdf(0), drop) == _rows(local.load_cdf(0), drop)
+        assert sorted_rows(remote.load_cdf(0), drop) == sorted_rows(local.load_cdf(0), drop)
         streamed = [
             row
             for _, batch in remote.stream_cdf(0, stop_when_caught_up=True, poll_seconds=0.1)
-            for row in _rows(batch, drop)
+            for row in sorted_rows(batch, drop)
         ]
-        assert sorted(streamed, key=repr) == _rows(local.load_cdf(0), drop)
+        assert sorted(streamed, key=repr) == sorted_rows(local.load_cdf(0), drop)

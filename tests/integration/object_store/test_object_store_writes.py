@@ -21,7 +21,13 @@ from delta_connect_py import DeltaTable
 from delta_connect_py.errors import UnsupportedFileSystemError, WorkerFileAccessError
 from delta_connect_py.protocol.staging import staging_folder_name
 from tests.integration.object_store.conftest import TABLES, cluster_params, local_uri
-from tests.object_store_server import ACCESS_KEY, REGION, SECRET_KEY, MotoServer
+from tests.object_store_server import (
+    ACCESS_KEY,
+    REGION,
+    SECRET_KEY,
+    MotoServer,
+    delete_covered_log_files,
+)
 
 pytestmark = pytest.mark.object_store
 
@@ -68,15 +74,7 @@ def test_checkpoint_on_s3_is_enough_alone(
     assert not [n for n in names if n.startswith(("_delta_connect", "_temporary"))]
     assert "_last_checkpoint" in names
     # Only our checkpoint (and later commits) may be needed: delete everything it covers.
-    store = _store(moto)
-    key = uri.split("://", 1)[1] + "/_delta_log/"
-    ours = {path.rsplit("/", 1)[-1] for path in result.paths}
-    for entry in names:
-        base = entry.rsplit("/", 1)[-1]
-        if entry.startswith("_") or base in ours or not base[:20].isdigit():
-            continue
-        if int(base[:20]) <= result.version:
-            store.delete_file(key + entry)
+    delete_covered_log_files(_store(moto), uri.split("://", 1)[1] + "/_delta_log/", names, result)
     expected = DeltaTable.for_path(spark, local_uri(name)).snapshot(result.version)
     fresh = DeltaTable.for_path(spark, uri).snapshot()
     assert fresh.version == expected.version
