@@ -583,17 +583,35 @@ def _newest_mtime_ms(fs: pa.fs.FileSystem, folder: pa.fs.FileInfo) -> int | None
     return newest_known_mtime(_mtime_ms(info) for info in infos)
 
 
+def _staging_folders(fs: pa.fs.FileSystem, log_dir: str) -> list[pa.fs.FileInfo]:
+    """The staging folders directly under ``log_dir``.
+
+    pyarrow's GCS listing names objects only, so a folder that exists only as the prefix of its
+    objects (no placeholder object: nothing made it a folder but the files under it) is missing
+    from it; on GCS the folders are also found from a recursive listing."""
+    from pyarrow.fs import FileSelector, FileType
+
+    found = {
+        info.path: info
+        for info in fs.get_file_info(FileSelector(log_dir))
+        if info.type == FileType.Directory and info.base_name.startswith(STAGING_PREFIX)
+    }
+    if fs.type_name == "gcs":
+        prefix = log_dir.rstrip("/") + "/"
+        for info in fs.get_file_info(FileSelector(log_dir, recursive=True)):
+            top, slash, _ = info.path[len(prefix) :].partition("/")
+            if slash and top.startswith(STAGING_PREFIX) and prefix + top not in found:
+                found[prefix + top] = fs.get_file_info(prefix + top)
+    return list(found.values())
+
+
 def _stale_staging(
     fs: pa.fs.FileSystem, log_dir: str, log_uri: str, before_ms: int, delete: bool
 ) -> list[str]:
     """Staging folders (URIs) of writers that died before ``before_ms``
     (``protocol.staging.staging_is_stale``); removed if ``delete``."""
-    from pyarrow.fs import FileSelector, FileType
-
     stale = []
-    for info in fs.get_file_info(FileSelector(log_dir)):
-        if info.type != FileType.Directory or not info.base_name.startswith(STAGING_PREFIX):
-            continue
+    for info in _staging_folders(fs, log_dir):
         with contextlib.suppress(FileNotFoundError):  # removed meanwhile by its own writer
             newest = partial(_newest_mtime_ms, fs, info)
             if staging_is_stale(info.base_name, before_ms, newest):

@@ -4,6 +4,7 @@ gs:// enough alone; errors that name what to fix and write nothing."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from pyarrow import fs
 
 from delta_connect_py import DeltaTable
 from delta_connect_py.errors import WorkerFileAccessError
+from delta_connect_py.protocol.staging import staging_folder_name
 from tests.conftest import sorted_rows
 from tests.gcs_server import FakeGcsServer
 from tests.integration.gcs.conftest import TABLES, gs_uri, local_uri
@@ -128,3 +130,33 @@ def test_wrong_endpoint_is_refused_with_the_options_named_and_nothing_written(
     assert "create_checkpoint" in message and uri in message
     assert "the storage_options given (" in message and "127.0.0.1:9" in message
     assert _log_names(emulator, uri) == before
+
+
+def test_cleanup_metadata_removes_a_dead_writers_staging_folder_only(
+    spark: Any,
+    emulator: FakeGcsServer,
+    gs_copy: Callable[[str], str],
+    storage_options: dict[str, str],
+) -> None:
+    """Deletes on GCS by the workers: a staging folder named two days old goes, with what a dead
+    writer left in it; a live writer's folder, the commits and the table's state stay."""
+    uri = gs_copy("ckpt")
+    log_key = uri.split("://", 1)[1] + "/_delta_log/"
+    now_ms = int(time.time() * 1000)
+    live = staging_folder_name(now_ms, "live")
+    dead = staging_folder_name(now_ms - 2 * 86_400_000, "dead")
+    store = emulator.store()
+    for name in (live, dead):
+        with store.open_output_stream(f"{log_key}{name}/_temporary/0/part-00000.parquet") as out:
+            out.write(b"left by a writer")
+    before = _log_names(emulator, uri)
+    table = DeltaTable.for_path(spark, uri, storage_options=storage_options)
+    state = table.snapshot().state
+    removed = table.cleanup_metadata()
+    assert [p.rstrip("/").rsplit("/", 1)[-1] for p in removed] == [dead]
+    after = _log_names(emulator, uri)
+    assert after == {n for n in before if not n.startswith(dead)}
+    assert any(n.startswith(live) for n in after)
+    assert (
+        DeltaTable.for_path(spark, uri, storage_options=storage_options).snapshot().state == state
+    )
