@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -31,7 +30,7 @@ from pathlib import Path
 from pyarrow import fs
 
 from delta_connect_py.embedded import EmbeddedServer
-from tests.object_store_server import LoopbackEmulator, store_spark_server
+from tests.object_store_server import LoopbackEmulator, serve_by_hand, store_spark_server
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE_GCS_DIR = Path(os.environ.get("FAKE_GCS_DIR", ROOT / ".fake-gcs"))
@@ -125,16 +124,10 @@ def main() -> int:
     if not jars or binary is None:
         print("run server/install-fake-gcs.sh and server/fetch-gcs-jars.sh", file=sys.stderr)
         return 1
-    emulator = FakeGcsServer(binary).start()
     worker = str(ROOT / ".venv-worker" / "bin" / "python")
-    server = gcs_spark_server(emulator.endpoint, worker, jars)
-    print(f"fake-gcs-server at {emulator.endpoint}, Spark Connect at {server.remote}", flush=True)
-    try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    finally:
-        server.stop()
-        emulator.stop()
-    return 0
+    return serve_by_hand(
+        FakeGcsServer(binary), lambda endpoint: gcs_spark_server(endpoint, worker, jars)
+    )
 
 
 if __name__ == "__main__":

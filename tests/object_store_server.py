@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
@@ -171,6 +171,10 @@ class LoopbackEmulator:
         self.stop()
         raise RuntimeError(f"{self.binary.name} did not answer on {self.endpoint}")
 
+    def upload(self, folders: Mapping[str, Path]) -> object:
+        """Upload each local folder under the key prefix it is mapped to."""
+        raise NotImplementedError
+
     def requests_log(self) -> str:
         return self.log_path.read_text(errors="replace")
 
@@ -256,22 +260,45 @@ def store_spark_server(worker_python: str, store_conf: Mapping[str, str]) -> Emb
     return server
 
 
+def started_with(emulator: _Emulator, folders: Mapping[str, Path]) -> Iterator[_Emulator]:
+    """For a session fixture: ``emulator`` started with ``folders`` uploaded, stopped after."""
+    emulator.start()
+    try:
+        emulator.upload(folders)
+        yield emulator
+    finally:
+        emulator.stop()
+
+
+def serve_by_hand(emulator: LoopbackEmulator, start_server: Callable[[str], EmbeddedServer]) -> int:
+    """Run ``emulator`` and the server ``start_server`` gives for its endpoint until Ctrl-C."""
+    emulator.start()
+    try:
+        server = start_server(emulator.endpoint)
+        try:
+            print(f"{emulator.binary.name}: {emulator.endpoint}; Spark Connect: {server.remote}")
+            # Blocked, so that sigwait receives them instead of their default actions, which
+            # would leave the emulator (a session of its own) running.
+            stop_signals = {signal.SIGINT, signal.SIGTERM}
+            signal.pthread_sigmask(signal.SIG_BLOCK, stop_signals)
+            signal.sigwait(stop_signals)
+        finally:
+            server.stop()
+    finally:
+        emulator.stop()
+    return 0
+
+
 def main() -> int:
     jars = s3a_jars()
     binary = moto_server_binary()
     if not jars or binary is None:
         print("run server/fetch-s3a-jars.sh and make moto-venv first", file=sys.stderr)
         return 1
-    moto = MotoServer(binary).start()
     worker = str(ROOT / ".venv-worker" / "bin" / "python")
-    server = s3a_spark_server(moto.endpoint, worker, jars)
-    print(f"moto at {moto.endpoint}, Spark Connect at {server.remote}", flush=True)
-    try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    finally:
-        server.stop()
-        moto.stop()
-    return 0
+    return serve_by_hand(
+        MotoServer(binary), lambda endpoint: s3a_spark_server(endpoint, worker, jars)
+    )
 
 
 if __name__ == "__main__":

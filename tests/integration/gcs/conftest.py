@@ -27,6 +27,7 @@ from tests.gcs_server import (
     gcs_spark_server,
     worker_storage_options,
 )
+from tests.object_store_server import started_with
 
 #: Uploaded once per run: object prefix -> conformance table (the folder holding _delta_log).
 TABLES: dict[str, str] = {
@@ -55,12 +56,8 @@ def _gcs_prerequisites() -> None:
 def emulator() -> Iterator[FakeGcsServer]:
     binary = fake_gcs_binary()
     assert binary is not None
-    server = FakeGcsServer(binary).start()
-    try:
-        server.upload({name: CONFORMANCE / local for name, local in TABLES.items()})
-        yield server
-    finally:
-        server.stop()
+    tables = {prefix: CONFORMANCE / local for prefix, local in TABLES.items()}
+    yield from started_with(FakeGcsServer(binary), tables)
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from tests.object_store_server import (
     moto_server_binary,
     s3a_jars,
     s3a_spark_server,
+    started_with,
     worker_storage_options,
 )
 
@@ -63,12 +64,8 @@ def _object_store_prerequisites() -> None:
 def moto() -> Iterator[MotoServer]:
     binary = moto_server_binary()
     assert binary is not None
-    server = MotoServer(binary).start()
-    try:
-        server.upload({name: CONFORMANCE / local for name, local in TABLES.items()})
-        yield server
-    finally:
-        server.stop()
+    tables = {prefix: CONFORMANCE / local for prefix, local in TABLES.items()}
+    yield from started_with(MotoServer(binary), tables)
 
 
 @pytest.fixture(scope="session")
