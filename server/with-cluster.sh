@@ -73,10 +73,11 @@ while IFS='=' read -r name _; do
     [[ $name == AWS_* ]] && aws_variables+=(-u "$name")
 done < <(env)
 
-# daemon ARGS...: a master or worker without the caller's PYTHONPATH (executors' Python workers
-# must not import delta_connect_py: the library ships its worker code by value) or AWS_*.
+# daemon ARGS... &: a master or worker without the caller's PYTHONPATH (executors' Python
+# workers must not import delta_connect_py: the library ships its worker code by value) or
+# AWS_*. It execs (as spark-class execs java), so $! is the JVM that stop_all stops.
 daemon() {
-    env -u PYTHONPATH "${aws_variables[@]}" AWS_EC2_METADATA_DISABLED=true \
+    exec env -u PYTHONPATH "${aws_variables[@]}" AWS_EC2_METADATA_DISABLED=true \
         "$spark_home/bin/spark-class" "$@"
 }
 
