@@ -588,21 +588,22 @@ def _staging_folders(fs: pa.fs.FileSystem, log_dir: str) -> list[pa.fs.FileInfo]
 
     pyarrow's GCS listing names objects only, so a folder that exists only as the prefix of its
     objects (no placeholder object: nothing made it a folder but the files under it) is missing
-    from it; on GCS the folders are also found from a recursive listing."""
+    from a plain listing; on GCS the folders are taken from one recursive listing instead."""
     from pyarrow.fs import FileSelector, FileType
 
-    found = {
-        info.path: info
-        for info in fs.get_file_info(FileSelector(log_dir))
-        if info.type == FileType.Directory and info.base_name.startswith(STAGING_PREFIX)
-    }
-    if fs.type_name == "gcs":
-        prefix = log_dir.rstrip("/") + "/"
-        for info in fs.get_file_info(FileSelector(log_dir, recursive=True)):
-            top, slash, _ = info.path[len(prefix) :].partition("/")
-            if slash and top.startswith(STAGING_PREFIX) and prefix + top not in found:
-                found[prefix + top] = fs.get_file_info(prefix + top)
-    return list(found.values())
+    if fs.type_name != "gcs":
+        return [
+            info
+            for info in fs.get_file_info(FileSelector(log_dir))
+            if info.type == FileType.Directory and info.base_name.startswith(STAGING_PREFIX)
+        ]
+    prefix = log_dir.rstrip("/") + "/"
+    names = set()
+    for info in fs.get_file_info(FileSelector(log_dir, recursive=True)):
+        top, nested, _ = info.path[len(prefix) :].rstrip("/").partition("/")
+        if top.startswith(STAGING_PREFIX) and (nested or info.type == FileType.Directory):
+            names.add(top)
+    return [fs.get_file_info(prefix + name) for name in sorted(names)]
 
 
 def _stale_staging(

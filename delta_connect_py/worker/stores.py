@@ -302,7 +302,8 @@ def _how_to_give(scheme: str) -> str:
 def access_failure(
     operation: str, uri: str, exc: BaseException, options: StorageOptions
 ) -> WorkerFileAccessError:
-    """The error a worker's failed file operation on ``uri`` becomes (no option values)."""
+    """The error a worker's failed file operation on ``uri`` becomes (option values only of
+    ``SHOWN_OPTIONS``, never a secret)."""
     scheme = scheme_of(uri)
     source = (
         f"the storage_options given ({', '.join(_described(k, v) for k, v in options.items)})"
