@@ -405,14 +405,16 @@ def start_server(args: argparse.Namespace) -> tuple[Any, str]:
     return server, ui
 
 
-def warm_up(bench: Bench, source: str, times: int) -> None:
-    """The server's JIT and Python workers warmed by our calls and delta-spark's on a copy."""
+def warm_up(bench: Bench, source: str, times: int, delta_spark: bool) -> None:
+    """The server's JIT and Python workers warmed by our calls and, when it is measured,
+    delta-spark's, on a copy."""
     path = copy_table(source, bench.scratch)
     try:
         for _ in range(times):
             _ = DeltaTable.for_path(bench.spark, path).snapshot().state
             DeltaTable.for_path(bench.spark, path).snapshot().all_files().collect()
-            bench.spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
+            if delta_spark:
+                bench.spark.sql(f"DESCRIBE DETAIL delta.`{path}`").collect()
     finally:
         shutil.rmtree(path, ignore_errors=True)
 
@@ -458,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
                 DeltaTable.for_path(spark, tables[0][1])
             print(json.dumps({"case": "first prepare_session", **first}), flush=True)
             if not args.counts_only:
-                warm_up(bench, tables[0][1], args.warmup)
+                warm_up(bench, tables[0][1], args.warmup, "delta-spark" in readers)
             print(f"# warm after {time.perf_counter() - started:.1f} s", flush=True)
             rounds = 1 if args.counts_only else args.rounds
             phases = ("cold", "warm", "new commit")

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from functools import partial
+from functools import cache, partial
 from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.connect.functions as F
@@ -68,7 +68,7 @@ from delta_connect_py.worker.stores import (
 )
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +116,18 @@ def _files_frame(spark: SparkSession, log_dir: str) -> DataFrame:
 
 def _clock_frame(spark: SparkSession) -> DataFrame:
     """One row holding the server's clock: ``current_timestamp()`` is fixed when the query is
-    planned, before a worker lists and right after the driver lists for ``binaryFile``."""
+    planned, before a worker lists and right after the driver lists for ``binaryFile``.
+
+    The milliseconds travel as text: the optimizer folds the clock into a literal, and Spark
+    writes a long literal into the Java code it generates, whose compiled classes it caches by
+    their text; every listing then compiled its query anew (two classes, 10-15 ms a listing).
+    A string literal is passed to the code as a reference instead.
+    """
     return one_row(spark).select(
         F.lit("").alias("path"),
         F.lit(CLOCK_ROW).cast("long").alias("length"),
-        F.unix_millis(F.current_timestamp()).alias("modificationTime"),
-        F.lit(None).cast("string").alias("content"),
+        F.lit(None).cast("long").alias("modificationTime"),
+        F.unix_millis(F.current_timestamp()).cast("string").alias("content"),
     )
 
 
@@ -140,6 +146,16 @@ def _local_listing_frame(
     return map_in_arrow(one_row(spark), reader, spark_schema(LISTING_SCHEMA))
 
 
+@cache
+def _pm_scan_columns() -> tuple[Column, ...]:
+    """A local listing's ``content`` and P&M columns (``scanned_line_columns``), built once: a
+    column is an immutable expression, and the parse's checks cost milliseconds to build."""
+    is_pm_line = F.col("length") == F.lit(PM_LINE)
+    # A P&M line comes back parsed only, not also as its text.
+    content = F.when(~is_pm_line, F.col("content")).alias("content")
+    return (content, *scanned_line_columns(is_pm_line, F.col("content")))
+
+
 def _listing_rows(
     spark: SparkSession, log_dir: str, options: StorageOptions, pm_lines_after: int | None
 ) -> list[Any] | None:
@@ -148,11 +164,7 @@ def _listing_rows(
         listing = _local_listing_frame(spark, log_dir, pm_lines_after)
         local = union_all([listing, _clock_frame(spark)])
         if pm_lines_after is not None:
-            is_pm_line = F.col("length") == F.lit(PM_LINE)
-            # A P&M line comes back parsed only, not also as its text.
-            content = F.when(~is_pm_line, F.col("content")).alias("content")
-            columns = scanned_line_columns(is_pm_line, F.col("content"))
-            local = local.select("path", "length", "modificationTime", content, *columns)
+            local = local.select("path", "length", "modificationTime", *_pm_scan_columns())
         rows = collect(local, reads_files=False)
         return None if any(row["length"] == NO_LOG_DIR for row in rows) else rows
     frames = [_files_frame(spark, log_dir), _clock_frame(spark)]
@@ -182,24 +194,39 @@ def list_log(
     rows = _listing_rows(spark, log_dir, options, pm_lines_after)
     if rows is None:
         return LogListing(log_dir, (), None, log_dir_exists=False)
-    clock_rows = [row for row in rows if row["length"] == CLOCK_ROW]
-    scan_kinds = (PM_LINE, PM_SCAN, PM_CHECKPOINT)
-    pm_rows = [row for row in rows if row["length"] in scan_kinds]
-    rows = [row for row in rows if row["length"] not in (CLOCK_ROW, *scan_kinds)]
-    hint_rows = [row for row in rows if _is_hint_row(row)]
-    file_rows = [row for row in rows if not _is_hint_row(row)]
-    files = [
-        parse_log_file(row["path"], row["length"], row["modificationTime"]) for row in file_rows
-    ]
+    files: list[LogFile] = []
+    checksum_texts: dict[str, str] = {}
+    hint_rows: list[Any] = []
+    pm_rows: list[Any] = []
+    listed_at_ms: int | None = None
+    for row in rows:
+        # By position: a Row looks a name up in a list (a listing has thousands of rows).
+        path, length, modification_time, content = row[0], row[1], row[2], row[3]
+        if length == CLOCK_ROW:
+            listed_at_ms = int(content)
+        elif length in _SCAN_KINDS:
+            pm_rows.append(row)
+        elif _is_hint(path, length):
+            hint_rows.append(row)
+        else:
+            file = parse_log_file(path, length, modification_time)
+            if file is not None:
+                files.append(file)
+            if content:
+                checksum_texts[path] = content
     return LogListing(
         log_dir=log_dir,
-        files=tuple(sorted((f for f in files if f is not None), key=lambda f: f.name)),
+        files=tuple(sorted(files, key=lambda f: f.name)),
         last_checkpoint=_parse_hint(hint_rows, log_dir),
         log_dir_exists=True,
-        checksum_texts={row["path"]: row["content"] for row in file_rows if row["content"]},
-        listed_at_ms=clock_rows[0]["modificationTime"] if clock_rows else None,
+        checksum_texts=checksum_texts,
+        listed_at_ms=listed_at_ms,
         pm_lines=_scanned_pm_lines(pm_rows),
     )
+
+
+#: The ``length`` of the rows a P&M scan adds to a listing (``worker.log_files``).
+_SCAN_KINDS = frozenset((PM_LINE, PM_SCAN, PM_CHECKPOINT))
 
 
 def _scanned_pm_lines(rows: Sequence[Any]) -> ScannedPmLines | None:
@@ -256,9 +283,10 @@ def _is_path_not_found(exc: AnalysisException) -> bool:
     return "PATH_NOT_FOUND" in str(exc)
 
 
-def _is_hint_row(row: Any) -> bool:
-    """The ``_last_checkpoint`` row (a file row never has a name starting with ``_``)."""
-    return bool(row["length"] < 0 or row["path"].endswith("/" + LAST_CHECKPOINT_NAME))
+def _is_hint(path: str, length: int) -> bool:
+    """Whether a listing row is the ``_last_checkpoint`` row (a file row never has a name
+    starting with ``_``)."""
+    return length < 0 or path.endswith("/" + LAST_CHECKPOINT_NAME)
 
 
 def _parse_hint(hint_rows: Sequence[Any], log_dir: str) -> LastCheckpoint | None:

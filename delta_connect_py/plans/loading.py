@@ -17,13 +17,14 @@ and ``stats_parsed``-only checkpoints still yield ``add.stats`` (as JSON, like d
 
 from __future__ import annotations
 
+import json
 import math
 import operator
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial, reduce
+from functools import lru_cache, partial, reduce
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -370,16 +371,25 @@ def malformed_commits_reported(
 def parse_lines(lines: DataFrame, schema: StructType) -> DataFrame:
     """``lines`` parsed as ``schema`` actions, keeping ``version`` and ``_file``; the query
     fails on the first line that is not a valid action (``action_lines``)."""
-    action = F.from_json(F.col("value"), schema, {"mode": "FAILFAST"})
+    action, version = _parse_columns(schema.json())
     parsed = lines.select(
         action.alias("action"), "value", LINE_PROBLEM_COLUMN, VERSION_COLUMN, FILE_COLUMN
     )
     # The check rides on ``version``, which every reader of these rows uses, in a projection
     # over the parsed struct: Spark parses each line once (a filter would be pushed below the
     # parse and copy ``from_json`` into each of its conditions).
-    problem = F.col(LINE_PROBLEM_COLUMN)
-    version = checked_version(F.col("value"), problem, F.col("action"), schema)
     return parsed.select("action.*", version.alias(VERSION_COLUMN), FILE_COLUMN)
+
+
+@lru_cache(maxsize=16)
+def _parse_columns(schema_json: str) -> tuple[Column, Column]:
+    """``parse_lines``' parse of a line and its checked version, for the schema of
+    ``schema_json``: built once, as a column is an immutable expression and the check's
+    conditions cost the client a few milliseconds a read to build."""
+    schema = StructType.fromJson(json.loads(schema_json))
+    action = F.from_json(F.col("value"), schema, {"mode": "FAILFAST"})
+    problem = F.col(LINE_PROBLEM_COLUMN)
+    return action, checked_version(F.col("value"), problem, F.col("action"), schema)
 
 
 #: Up to this many commit files (those after a checkpoint, or an update's new commits) and

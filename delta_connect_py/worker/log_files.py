@@ -460,8 +460,10 @@ def read_assigned_commit_lines(
     yield from read_commit_lines(request, named)
 
 
-#: Lines are sent in batches of about this many bytes (Arrow string offsets are 32-bit).
-LINE_BATCH_BYTES = 64 << 20
+#: Lines are sent in batches of about this many bytes: well under Arrow's 32-bit string offsets,
+#: and small enough that Spark parses the first batch while the worker still reads the next
+#: (S's 1,000 commits, 8 MB of lines: a fresh state 0.24 s against 0.27 s in one 64 MB batch).
+LINE_BATCH_BYTES = 1 << 20
 
 
 def _wanted_lines(request: CommitLinesRead, version: int, path: str) -> list[bytes]:

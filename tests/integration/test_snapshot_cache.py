@@ -23,6 +23,7 @@ from deltalake import write_deltalake
 
 from delta_connect_py import DeltaTable, snapshot_cache
 from delta_connect_py.errors import DeltaError
+from delta_connect_py.plans.listing import list_log
 
 pytestmark = pytest.mark.integration
 
@@ -292,6 +293,19 @@ def _quiet_table(root: Path) -> None:
     _new_table(root)
     _append(root, 2)
     _age_log(root)
+
+
+def test_a_listing_carries_the_server_clock(spark: Any, tmp_path: Path) -> None:
+    """The clock a quiet log is judged by: the server's, taken as the listing ran (the server
+    runs on this machine, so its clock is the test's)."""
+    root = tmp_path / "t"
+    _quiet_table(root)
+    before_ms = time.time() * 1000
+    listing = list_log(spark, (root / "_delta_log").as_uri())
+    after_ms = time.time() * 1000
+    assert listing.listed_at_ms is not None
+    assert before_ms - 1000 <= listing.listed_at_ms <= after_ms + 1000
+    assert listing.listed_at_ms - listing.newest_modification_ms >= 3000 * 1000
 
 
 @pytest.mark.cluster
