@@ -166,7 +166,7 @@ def _listing_rows(
         if pm_lines_after is not None:
             local = local.select("path", "length", "modificationTime", *_pm_scan_columns())
         rows = collect(local, reads_files=False)
-        return None if any(row["length"] == NO_LOG_DIR for row in rows) else rows
+        return None if any(length == NO_LOG_DIR for _, length, *_ in rows) else rows
     frames = [_files_frame(spark, log_dir), _clock_frame(spark)]
     if unsupported_scheme(log_dir) is None:  # else no worker can read the hint
         frames.append(_hint_frame(spark, log_dir, options))
@@ -200,8 +200,8 @@ def list_log(
     pm_rows: list[Any] = []
     listed_at_ms: int | None = None
     for row in rows:
-        # By position: a Row looks a name up in a list (a listing has thousands of rows).
-        path, length, modification_time, content = row[0], row[1], row[2], row[3]
+        # Unpacked: a Row looks a name (or an index) up in Python (thousands of rows).
+        path, length, modification_time, content, *_ = row
         if length == CLOCK_ROW:
             listed_at_ms = int(content)
         elif length in _SCAN_KINDS:

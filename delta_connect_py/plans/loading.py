@@ -175,6 +175,9 @@ class SegmentActions:
     commits: DataFrame | None
     checkpoint_bytes: int
     commit_bytes: int
+    #: Whether reading the rows reads files through Spark's file sources (a checkpoint, or
+    #: commits not read by Python workers), which ``plans.spark.LOG_READ_CONF`` is for.
+    reads_with_spark_sources: bool = True
 
 
 def read_commits(
@@ -674,9 +677,21 @@ def load_actions(spark: SparkSession, segment: LogSegment, log_dir: str) -> Segm
     checkpoint_bytes = 0
     if segment.checkpoint is not None:
         checkpoint, checkpoint_bytes = checkpoint_frames(spark, segment, log_dir)
+    commits = segment.commits
     return SegmentActions(
         checkpoint=checkpoint,
-        commits=commit_state_rows(spark, segment.commits) if segment.commits else None,
+        commits=commit_state_rows(spark, commits) if commits else None,
         checkpoint_bytes=checkpoint_bytes,
-        commit_bytes=sum(f.size for f in segment.commits),
+        commit_bytes=sum(f.size for f in commits),
+        reads_with_spark_sources=checkpoint is not None or not read_by_workers(commits),
+    )
+
+
+def read_by_workers(files: Sequence[LogFile]) -> bool:
+    """Whether ``commit_actions`` has Python workers read these commits (a local log's, too
+    many for Spark's text source), not Spark's file sources."""
+    return (
+        bool(files)
+        and all(f.path.startswith("file:") for f in files)
+        and not read_by_text_source(files)
     )

@@ -503,7 +503,9 @@ def reconstruct(
     replayed_bytes = actions.commit_bytes + actions.checkpoint_bytes
     partitions = num_partitions or partitions_for(replayed_bytes)
     small = replayed_bytes <= BYTES_PER_PARTITION
-    replayed, observed, hashes = _replayed_observed(to_replay, config, partitions, small, small)
+    replayed, observed, hashes = _replayed_observed(
+        to_replay, config, partitions, small, small, actions.reads_with_spark_sources
+    )
     return ReconstructedState(
         checkpoint=None,
         replayed=replayed,
@@ -606,7 +608,12 @@ def reconstruct_after(
         previous.updates is not None or previous.replayed_bytes <= BYTES_PER_PARTITION
     )
     updates, observed, hashes = _replayed_observed(
-        [carried_rows, actions.commits], config, partitions, True, small
+        [carried_rows, actions.commits],
+        config,
+        partitions,
+        True,
+        small,
+        actions.reads_with_spark_sources,
     )
     updated = dataclasses.replace(
         previous,
@@ -729,11 +736,13 @@ def _replayed_observed(
     partitions: int,
     observe_hashes: bool,
     small_input: bool,
+    reads_files: bool = True,
 ) -> tuple[DataFrame, ObservedLayer | None, tuple[int, ...] | None]:
     """``_replayed``, and the state's aggregations over its rows under ``config``'s retention,
     observed by the same job (None when the server returned none); with ``observe_hashes``,
     also the file name hashes of its file actions (retained or not), when there are at most
-    ``MAX_OBSERVED_HASHES`` (else None)."""
+    ``MAX_OBSERVED_HASHES`` (else None). ``reads_files``: whether the rows are read through
+    Spark's file sources (``plans.spark.materialize``)."""
     aggregations = layer_aggregations(retained(config), F.when(is_file_action(), _key_not_plain()))
     if observe_hashes:
         aggregations.append(_file_name_hash_aggregation())
@@ -741,6 +750,7 @@ def _replayed_observed(
         _replay_keeping_all(to_replay, config, partitions, small_input),
         aggregations,
         INTERPRETED_HINTS,
+        reads_files,
     )
     if metrics is None:
         return replayed, None, None

@@ -52,6 +52,9 @@ LOG_READ_CONF = {
     "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8",
     "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
 }
+#: The part of ``LOG_READ_CONF`` that still applies to a job reading no file through Spark's
+#: sources but passing action rows through Python (a replay of commits the workers read).
+ARROW_BATCH_CONF = {"spark.sql.execution.arrow.maxBytesPerBatch": "2147483647"}
 
 #: Hints (``session_conf``) for a job that passes wide nested rows through once, like the
 #: replay, on a server where every Connect session has a class loader of its own
@@ -109,13 +112,17 @@ def session_conf(
     With ``hints_where``, the hints apply only where the session has that setting ``true``
     (read with the previous values, no request more). Settings travel in batches (one request
     to read them, one to set, two to restore) rather than a request per key and step (four
-    settings: 3-4 requests instead of 12).
+    settings: 3-4 requests instead of 12); a setting the session has already is left alone
+    (none to change: the one request that read them).
     """
     hints = hints or {}
     condition = [hints_where] if hints and hints_where else []
     previous = _conf_values(spark, [*settings, *hints, *condition])
     if condition and str(previous.get(condition[0])).lower() != "true":
         hints = {}
+    # What the session has already (a server configured so) is neither set nor restored.
+    settings = {key: value for key, value in settings.items() if previous.get(key) != value}
+    hints = {key: value for key, value in hints.items() if previous.get(key) != value}
     try:
         applied = _set_settings_and_hints(spark, settings, hints)
     except Exception:
@@ -223,8 +230,9 @@ def task_numbers(spark: SparkSession, tasks: int) -> DataFrame:
 def materialize(df: DataFrame, hints: Hints | None = None, reads_files: bool = True) -> DataFrame:
     """Run ``df`` now and keep its result on the server (a local checkpoint), with
     ``LOG_READ_CONF`` and the speed-only ``hints`` (see ``session_conf``) for that job; one
-    that ``reads_files`` not (it reads what is kept on the server already) runs as the session
-    is, without the 4 config requests around it.
+    that ``reads_files`` not (it reads what is kept on the server already, or what Python
+    workers read) runs as the session is, without the 4 config requests around it, or, given
+    ``hints`` (a replay), with those and ``ARROW_BATCH_CONF``.
 
     Later queries over the result neither re-list nor re-read the log, whatever the session's
     settings are then.
@@ -232,7 +240,7 @@ def materialize(df: DataFrame, hints: Hints | None = None, reads_files: bool = T
     spark = df.sparkSession
     with raising_delta_errors(spark):
         if reads_files or hints:
-            settings = LOG_READ_CONF if reads_files else {}
+            settings = LOG_READ_CONF if reads_files else ARROW_BATCH_CONF
             hinted = hints or Hints({})
             with session_conf(spark, settings, hinted.settings, hinted.where):
                 return _local_checkpoint(df)

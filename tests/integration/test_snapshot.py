@@ -548,6 +548,34 @@ def test_settings_with_a_refused_hint_are_set_and_restored(spark: Any) -> None:
     assert spark.conf.get("spark.sql.session.timeZone") == zone_before
 
 
+def test_settings_the_session_has_already_cost_one_request(spark: Any) -> None:
+    """A setting (or hint) whose value the session has is neither set nor restored: the
+    request that read the values is the only one (a replay on a server configured so)."""
+    import delta_connect_py.plans.spark as plans_spark
+    from delta_connect_py.plans.spark import session_conf
+
+    partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    requests: list[Any] = []
+    config = plans_spark._config
+
+    def counted(session: Any, operation: Any) -> Any:
+        requests.append(operation.WhichOneof("op_type"))
+        return config(session, operation)
+
+    with mock.patch.object(plans_spark, "_config", counted):
+        with session_conf(
+            spark,
+            {"spark.sql.shuffle.partitions": partitions},
+            {"spark.sql.session.timeZone": zone},
+        ):
+            pass
+        assert requests == ["get_with_default"]
+        with session_conf(spark, {"spark.sql.shuffle.partitions": str(int(partitions) + 1)}):
+            assert spark.conf.get("spark.sql.shuffle.partitions") == str(int(partitions) + 1)
+    assert spark.conf.get("spark.sql.shuffle.partitions") == partitions
+
+
 #: A setting no server has, set true in a test's session: hints conditional on it apply there.
 TRUE_IN_SESSION = "spark.sql.test.deltaConnectPyHintCondition"
 
