@@ -13,8 +13,9 @@ Usage::
 
 Starts one Spark Connect server with delta-spark's jars and its SQL extension
 (``tests.delta_spark_server``, Spark's defaults, Spark's UI on a free loopback port for the job
-counts) that serves both our library and delta-spark's SQL, warms it, and then measures, per
-table, each call of ours, delta-spark's SQL for the same question, and delta-rs (``deltalake``):
+counts) that serves both our library and delta-spark's SQL, warms it (``--warmup`` uncached
+calls on a copy of each table), and then measures, per table, each call of ours, delta-spark's
+SQL for the same question, and delta-rs (``deltalake``):
 
 - **cold**: the first access of the path on that warm server (every round copies the table to
   a new path, so no reader has anything of it cached);
@@ -463,7 +464,8 @@ def main(argv: list[str] | None = None) -> int:
                 DeltaTable.for_path(spark, tables[0][1])
             print(json.dumps({"case": "first prepare_session", **first}), flush=True)
             if not args.counts_only:
-                warm_up(bench, tables[0][1], args.warmup, "delta-spark" in readers)
+                for _, source in tables:
+                    warm_up(bench, source, args.warmup, "delta-spark" in readers)
             print(f"# warm after {time.perf_counter() - started:.1f} s", flush=True)
             rounds = 1 if args.counts_only else args.rounds
             phases = ("cold", "warm", "new commit")
