@@ -265,6 +265,12 @@ def _worker_commit_lines(
     return map_in_arrow(task_numbers(spark, tasks), reader, spark_schema(COMMIT_LINES_SCHEMA))
 
 
+def lines_read_by_workers(files: Sequence[LogFile]) -> bool:
+    """Whether ``commit_lines`` has Python workers read these files (all on the local file
+    system), not Spark's text source."""
+    return all(f.path.startswith("file:") for f in files)
+
+
 def commit_lines(
     spark: SparkSession,
     files: Sequence[LogFile],
@@ -283,7 +289,7 @@ def commit_lines(
     of a snapshot) the lines are read now and kept on the server for ``commit_actions`` to
     take, so the replay of the same commits fetches none of them again.
     """
-    if all(f.path.startswith("file:") for f in files):
+    if lines_read_by_workers(files):
         return _worker_commit_lines(
             spark, files, request or CommitLinesRead(table_path=files[0].path)
         )
@@ -690,8 +696,4 @@ def load_actions(spark: SparkSession, segment: LogSegment, log_dir: str) -> Segm
 def read_by_workers(files: Sequence[LogFile]) -> bool:
     """Whether ``commit_actions`` has Python workers read these commits (a local log's, too
     many for Spark's text source), not Spark's file sources."""
-    return (
-        bool(files)
-        and all(f.path.startswith("file:") for f in files)
-        and not read_by_text_source(files)
-    )
+    return bool(files) and lines_read_by_workers(files) and not read_by_text_source(files)

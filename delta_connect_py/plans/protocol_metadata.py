@@ -31,6 +31,7 @@ from delta_connect_py.plans.loading import (
     BYTES_PER_FILTERED_READ_TASK,
     commit_lines,
     conformed_state_rows,
+    lines_read_by_workers,
     malformed_commits_reported,
     parse_lines,
     read_checkpoint_files,
@@ -331,9 +332,7 @@ def protocol_and_metadata(
         segment = dataclasses.replace(segment, checkpoint=None)
     # Commits of a local log are read by Python tasks, not by Spark's file sources: without a
     # checkpoint to read, no setting of LOG_READ_CONF applies (4 config requests fewer).
-    reads_files = segment.checkpoint is not None or not all(
-        commit.path.startswith("file:") for commit in segment.commits
-    )
+    reads_files = segment.checkpoint is not None or not lines_read_by_workers(segment.commits)
     scanned_rows = None if scanned is None else scanned.rows_for(segment)
     if scanned_rows is not None:
         protocol, metadata, ict = _newest(scanned_rows, previous, segment.version)
