@@ -21,7 +21,13 @@ from typing import TYPE_CHECKING, Any
 import pyspark.sql.connect.functions as F
 
 from delta_connect_py.errors import FileReferencedNotFoundError
-from delta_connect_py.plans.spark import escape_glob, map_in_arrow, spark_schema, union_all
+from delta_connect_py.plans.spark import (
+    escape_glob,
+    map_in_arrow,
+    spark_schema,
+    strict_reader,
+    union_all,
+)
 from delta_connect_py.spark_failures import caused_by, translate_server_error
 from delta_connect_py.worker.dv_rows import (
     DV_INPUT_SCHEMA,
@@ -77,7 +83,8 @@ def _with_stored_bytes(
     spark: SparkSession, descriptors: DataFrame, locations: list[str], table_root: str
 ) -> DataFrame:
     """``descriptors`` (all naming one of ``locations``) plus each one's framed bitmap."""
-    files = spark.read.format("binaryFile").load([escape_glob(path) for path in locations])
+    reader = strict_reader(spark).format("binaryFile")
+    files = reader.load([escape_glob(path) for path in locations])
     try:
         files.schema  # noqa: B018 - analysis checks that every named file exists
     except Exception as exc:

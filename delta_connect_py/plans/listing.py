@@ -43,6 +43,7 @@ from delta_connect_py.plans.spark import (
     one_row,
     session_conf,
     spark_schema,
+    strict_reader,
     union_all,
 )
 from delta_connect_py.protocol.filenames import LogFile, parse_log_file
@@ -103,7 +104,8 @@ class LogListing:
 
 def _files_frame(spark: SparkSession, log_dir: str) -> DataFrame:
     return (
-        spark.read.format("binaryFile")
+        strict_reader(spark)
+        .format("binaryFile")
         .load(escape_glob(log_dir))
         .select(
             F.col("path"),
@@ -265,7 +267,8 @@ def log_file_names_modified_after(
     """
     after = datetime.fromtimestamp(after_ms / 1000, tz=timezone.utc)
     reader = (
-        spark.read.format("binaryFile")
+        strict_reader(spark)
+        .format("binaryFile")
         .option("timeZone", "UTC")
         .option("modifiedAfter", after.strftime("%Y-%m-%dT%H:%M:%S.%f"))
     )

@@ -42,6 +42,7 @@ from delta_connect_py.plans.spark import (
     map_in_arrow,
     materialize,
     spark_schema,
+    strict_reader,
     struct_fields,
     task_numbers,
     union_all,
@@ -241,7 +242,7 @@ def _spark_commit_lines(spark: SparkSession, files: Sequence[LogFile]) -> DataFr
 def _text_source_lines(spark: SparkSession, files: Sequence[LogFile], version: Column) -> DataFrame:
     """Lines of ``files`` read by Spark's text source, shaped as the workers' lines: their text
     checked by Spark expressions (``action_lines.text_problem``), evaluated with the parse."""
-    return load_log_files(spark.read.format("text"), files).select(
+    return load_log_files(strict_reader(spark).format("text"), files).select(
         version.alias(VERSION_COLUMN),
         F.col("_metadata.file_path").alias(FILE_COLUMN),
         "value",
@@ -457,7 +458,12 @@ def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> Data
     identity = _content_identity(files)
     if files[0].name.endswith(".json"):
         _check_json_checkpoint_lines(spark, files, identity)
-        return spark.read.schema(COMMIT_SPARK_SCHEMA).option("mode", "FAILFAST").json(escaped)
+        return (
+            strict_reader(spark)
+            .schema(COMMIT_SPARK_SCHEMA)
+            .option("mode", "FAILFAST")
+            .json(escaped)
+        )
     return read_parquet(spark, escaped, identity)
 
 
@@ -532,10 +538,10 @@ def read_parquet(
     schema = _footer_schemas.get(key)
     if schema is None:
         with raising_delta_errors(spark), _unreadable_footers_reported(paths):
-            schema = spark.read.option("mergeSchema", "true").parquet(*paths).schema
+            schema = strict_reader(spark).option("mergeSchema", "true").parquet(*paths).schema
         _check_file_paths_in_schema(schema, paths)
         _remember(_footer_schemas, key, schema, MAX_FOOTER_SCHEMAS)
-    return spark.read.schema(schema).parquet(*paths)
+    return strict_reader(spark).schema(schema).parquet(*paths)
 
 
 #: Spark's failures to read a parquet footer, which name no file (the footers of a schema

@@ -36,7 +36,13 @@ from delta_connect_py.plans.loading import (
     parse_lines,
     read_checkpoint_files,
 )
-from delta_connect_py.plans.spark import collect, escape_glob, spark_schema, union_all
+from delta_connect_py.plans.spark import (
+    collect,
+    escape_glob,
+    spark_schema,
+    strict_reader,
+    union_all,
+)
 from delta_connect_py.protocol.actions import METADATA, PROTOCOL, VERSION_COLUMN, Metadata, Protocol
 from delta_connect_py.protocol.filenames import LogFileKind
 from delta_connect_py.worker.log_files import CommitLinesRead, PmLinesScan
@@ -159,7 +165,7 @@ class ProtocolAndMetadata:
 
 
 def _from_checksum(spark: SparkSession, checksum: LogFile) -> ProtocolAndMetadata | None:
-    frame = spark.read.schema(CHECKSUM_SCHEMA).json(escape_glob(checksum.path))
+    frame = strict_reader(spark).schema(CHECKSUM_SCHEMA).json(escape_glob(checksum.path))
     try:
         rows = collect(frame)
     except Exception:  # a corrupt .crc is optional data: fall back to the log

@@ -5,8 +5,10 @@ settings, running a job with server errors translated, and conforming a column r
 schema to the protocol's type.
 
 Invariants: paths handed to Spark readers always have glob characters escaped, so a table path
-with ``[``, ``]``, ``{``, ``}``, ``*`` or ``?`` never reads another directory; session settings
-changed for one job are restored afterwards; a speed-only hint the server refuses is skipped.
+with ``[``, ``]``, ``{``, ``}``, ``*`` or ``?`` never reads another directory; a read of the log
+or a deletion vector (``strict_reader``) never skips a missing or unreadable file, whatever the
+session says; session settings changed for one job are restored afterwards; a speed-only hint
+the server refuses is skipped.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from delta_connect_py.spark_failures import raising_delta_errors
 from delta_connect_py.worker.archives import in_worker
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame, DataFrameReader, SparkSession
     from pyspark.sql.types import Row
 
 _GLOB_CHARACTERS = re.compile(r"([\[\]{}*?\\])")
@@ -91,6 +93,18 @@ def spark_schema(schema: pa.Schema) -> StructType:
 
 def spark_type(arrow_type: pa.DataType) -> DataType:
     return from_arrow_type(arrow_type)
+
+
+#: File source options that hold whatever the session's ``spark.sql.files.ignoreCorruptFiles``
+#: and ``ignoreMissingFiles`` say (Spark's file sources take them per read): a log file skipped
+#: is a wrong state (a checkpoint part's files missing from it, deleted rows back), so these
+#: are read as delta-spark reads them, failing instead. Data files keep the session's choice.
+STRICT_FILE_OPTIONS = {"ignoreCorruptFiles": "false", "ignoreMissingFiles": "false"}
+
+
+def strict_reader(spark: SparkSession) -> DataFrameReader:
+    """``spark.read`` for the log's files and deletion vectors (``STRICT_FILE_OPTIONS``)."""
+    return spark.read.options(**STRICT_FILE_OPTIONS)
 
 
 def escape_glob(path: str) -> str:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import random
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import SparkSession
 
 from delta_connect_py import DeltaTable
 from delta_connect_py.errors import CorruptLogFileError, DeltaError, FileReferencedNotFoundError
@@ -270,3 +271,74 @@ def test_checkpoint_whose_footer_lost_a_path_field_is_read_around(
     shutil.copytree(source, table)
     assert "checkpoint" in fuzz.damage(table, rng, [table])
     assert _live_files(DeltaTable.for_path(spark, str(table)).snapshot()) == expected
+
+
+#: What a session (or a server's defaults) may set to have Spark's file sources skip files
+#: they cannot read, or that vanished after they were listed.
+SKIPPING_FILES = {
+    "spark.sql.files.ignoreCorruptFiles": "true",
+    "spark.sql.files.ignoreMissingFiles": "true",
+}
+
+
+@pytest.fixture(scope="module")
+def skipping_spark(spark_remote: str) -> Iterator[Any]:
+    """A session of its own (``connect`` would share the module's) that asks Spark to skip
+    unreadable and missing files."""
+    session = SparkSession.builder.remote(spark_remote).create()
+    for key, value in SKIPPING_FILES.items():
+        session.conf.set(key, value)
+    yield session
+    session.stop()
+
+
+def _half_of_the_second_part(table: Path) -> Path:
+    part = table / "_delta_log" / "00000000000000000001.checkpoint.0000000002.0000000002.parquet"
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    return part
+
+
+def _broken_tags_page(table: Path) -> Path:
+    checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    row_group = pq.ParquetFile(checkpoint).metadata.row_group(0)
+    chunk = next(
+        row_group.column(i)
+        for i in range(row_group.num_columns)
+        if row_group.column(i).path_in_schema == "add.tags.key_value.key"
+    )
+    data = bytearray(checkpoint.read_bytes())
+    data[chunk.data_page_offset : chunk.data_page_offset + 4] = b"\xff\xff\xff\xff"
+    checkpoint.write_bytes(bytes(data))
+    return checkpoint
+
+
+CHECKPOINT_DAMAGE: dict[str, tuple[str, Callable[[Path], Path]]] = {
+    "multi-part, a part cut short": ("golden/multi-part-checkpoint", _half_of_the_second_part),
+    "a page of tags overwritten": (
+        "golden/basic-with-inserts-deletes-checkpoint",
+        _broken_tags_page,
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(CHECKPOINT_DAMAGE))
+def test_a_session_skipping_unreadable_files_reads_a_damaged_checkpoint_as_any_session(
+    spark: Any, skipping_spark: Any, tmp_path: Path, damage: str
+) -> None:
+    """``spark.sql.files.ignoreCorruptFiles`` does not reach the log: a damaged checkpoint is
+    read around or refused as in any session (it gave half of the files before), never read as
+    if its unreadable part held no actions."""
+    relative, damaged = CHECKPOINT_DAMAGE[damage]
+    table = tmp_path / "table"
+    shutil.copytree(CONFORMANCE / relative / "delta", table)
+    damaged(table)
+
+    def outcome(session: Any) -> Any:
+        try:
+            snapshot = DeltaTable.for_path(session, str(table), snapshot_cache=False).snapshot()
+            files = snapshot.all_files().select("path").collect()
+            return snapshot.version, snapshot.state.num_of_files, sorted(r["path"] for r in files)
+        except DeltaError as error:
+            return type(error).__name__
+
+    assert outcome(skipping_spark) == outcome(spark)
