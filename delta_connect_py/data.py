@@ -50,12 +50,10 @@ from pyspark.sql.types import (
 
 from delta_connect_py import arguments
 from delta_connect_py.errors import FileReferencedNotFoundError, InvalidArgumentError
-from delta_connect_py.plans.deletion_vectors import deleted_rows
+from delta_connect_py.plans.deletion_vectors import deleted_rows, descriptor_row
 from delta_connect_py.plans.spark import collect, escape_glob
 from delta_connect_py.protocol.deletion_vectors import (
-    STORAGE_INLINE,
     DeletionVectorDescriptor,
-    dv_location,
 )
 from delta_connect_py.protocol.file_filters import (
     Disjunction,
@@ -503,7 +501,11 @@ def _without_deleted_rows(
 ) -> DataFrame:
     """``data`` minus the rows deletion vectors remove (decoded in a server worker)."""
     root = snapshot.table.table_root
-    rows = [_dv_input(f, root) for f in files if f.deletion_vector is not None]
+    rows = [
+        descriptor_row(f.key, f.deletion_vector, root, f.path)
+        for f in files
+        if f.deletion_vector is not None
+    ]
     if not rows:
         return data
     deleted = deleted_rows(snapshot.spark, rows, root)
@@ -513,21 +515,6 @@ def _without_deleted_rows(
     # every read's rows; DVs are small, decoding them twice is cheap).
     collect(deleted.select(F.count(F.lit(1))))
     return data.join(deleted, on=[FILE_KEY, ROW_INDEX], how="left_anti")
-
-
-def _dv_input(data_file: DataFile, table_root: str) -> tuple[Any, ...]:
-    dv = data_file.deletion_vector
-    assert dv is not None
-    inline = dv.path_or_inline_dv if dv.storage_type == STORAGE_INLINE else None
-    return (
-        data_file.key,
-        dv_location(dv, table_root),
-        inline,
-        dv.offset,
-        dv.size_in_bytes,
-        dv.cardinality,
-        table_root,
-    )
 
 
 def _output_columns(snapshot: SnapshotView) -> list[Column]:

@@ -41,16 +41,14 @@ from delta_connect_py.data import (
     physical_name,
     with_data_files_found,
 )
-from delta_connect_py.plans.deletion_vectors import deleted_rows
+from delta_connect_py.plans.deletion_vectors import deleted_rows, descriptor_row
 from delta_connect_py.plans.spark import escape_glob
 from delta_connect_py.protocol.actions import Metadata
 from delta_connect_py.protocol.cdf import (
     IndexedFile,
 )
 from delta_connect_py.protocol.deletion_vectors import (
-    STORAGE_INLINE,
     DeletionVectorDescriptor,
-    dv_location,
 )
 from delta_connect_py.table_schema import parsed_schema
 
@@ -192,7 +190,9 @@ def _files_frame(
     return spark.createDataFrame(rows, StructType(fields))
 
 
-def _dv_input(entry: int, dv: Mapping[str, Any], table_root: str) -> tuple[Any, ...]:
+def _dv_input(
+    entry: int, dv: Mapping[str, Any], table_root: str, data_file: str
+) -> tuple[Any, ...]:
     descriptor = DeletionVectorDescriptor(
         storage_type=dv["storageType"],
         path_or_inline_dv=dv["pathOrInlineDv"],
@@ -200,23 +200,15 @@ def _dv_input(entry: int, dv: Mapping[str, Any], table_root: str) -> tuple[Any, 
         size_in_bytes=dv["sizeInBytes"],
         cardinality=dv["cardinality"],
     )
-    inline = descriptor.path_or_inline_dv if descriptor.storage_type == STORAGE_INLINE else None
-    return (
-        str(entry),
-        dv_location(descriptor, table_root),
-        inline,
-        descriptor.offset,
-        descriptor.size_in_bytes,
-        descriptor.cardinality,
-        table_root,
-    )
+    return descriptor_row(str(entry), descriptor, table_root, data_file)
 
 
 def _dv_rows(
-    spark: SparkSession, table_root: str, dvs: Sequence[tuple[int, Mapping[str, Any]]]
+    spark: SparkSession, table_root: str, dvs: Sequence[tuple[int, Mapping[str, Any], str]]
 ) -> DataFrame:
-    """``(_cdf_entry, _cdf_row)`` of every row the given deletion vectors name (server-side)."""
-    rows = [_dv_input(entry, dv, table_root) for entry, dv in dvs]
+    """``(_cdf_entry, _cdf_row)`` of every row the given deletion vectors (of the entry, of the
+    data file) name (server-side)."""
+    rows = [_dv_input(entry, dv, table_root, data_file) for entry, dv, data_file in dvs]
     expanded = deleted_rows(spark, rows, table_root)
     return expanded.select(
         F.col("file_key").cast("long").alias(_ENTRY), F.col("row_index").alias(_ROW)
@@ -227,8 +219,12 @@ def _apply_deletion_vectors(
     spark: SparkSession, table_root: str, rows: DataFrame, entries: Sequence[Entry]
 ) -> DataFrame:
     """Keep each entry's rows inside its include DV and outside its exclude DV."""
-    excluded = [(i, e.exclude_dv) for i, e in enumerate(entries) if e.exclude_dv is not None]
-    included = [(i, e.include_dv) for i, e in enumerate(entries) if e.include_dv is not None]
+    excluded = [
+        (i, e.exclude_dv, e.location) for i, e in enumerate(entries) if e.exclude_dv is not None
+    ]
+    included = [
+        (i, e.include_dv, e.location) for i, e in enumerate(entries) if e.include_dv is not None
+    ]
     if excluded:
         rows = rows.join(_dv_rows(spark, table_root, excluded), [_ENTRY, _ROW], "left_anti")
     if included:

@@ -20,13 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.connect.functions as F
 
-from delta_connect_py.errors import FileReferencedNotFoundError
+from delta_connect_py.errors import DeletionVectorInvalidError, FileReferencedNotFoundError
 from delta_connect_py.plans.spark import (
     escape_glob,
     map_in_arrow,
     spark_schema,
     strict_reader,
     union_all,
+)
+from delta_connect_py.protocol.deletion_vectors import (
+    STORAGE_INLINE,
+    DeletionVectorDescriptor,
+    DeletionVectorFormatError,
+    dv_location,
 )
 from delta_connect_py.spark_failures import caused_by, translate_server_error
 from delta_connect_py.worker.dv_rows import (
@@ -56,6 +62,32 @@ def deleted_rows(
         named = descriptors.where(F.col(_LOCATION).isin(group))
         parts.append(_with_stored_bytes(spark, named, group, table_root))
     return map_in_arrow(union_all(parts), expand_deletion_vectors, spark_schema(DV_ROWS_SCHEMA))
+
+
+def descriptor_row(
+    key: str, descriptor: DeletionVectorDescriptor, table_root: str, data_file: str
+) -> tuple[Any, ...]:
+    """The ``DV_INPUT_SCHEMA`` row of ``data_file``'s deletion vector, under ``key``.
+
+    A descriptor that names no place (an unknown storage type, a UUID that is not one, a path
+    that is not absolute) is ``DELTA_DELETION_VECTOR_INVALID`` here, before any job.
+    """
+    try:
+        location = dv_location(descriptor, table_root)
+    except DeletionVectorFormatError as exc:
+        raise DeletionVectorInvalidError(
+            file=data_file, location=descriptor.path_or_inline_dv, reason=str(exc), table=table_root
+        ) from None
+    inline = descriptor.path_or_inline_dv if descriptor.storage_type == STORAGE_INLINE else None
+    return (
+        key,
+        location,
+        inline,
+        descriptor.offset,
+        descriptor.size_in_bytes,
+        descriptor.cardinality,
+        table_root,
+    )
 
 
 def _file_name(path: Column) -> Column:

@@ -24,7 +24,7 @@ import uuid
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from urllib.parse import unquote
+from urllib.parse import unquote, urlsplit
 
 Z85_ALPHABET = (
     "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#"
@@ -95,13 +95,19 @@ def dv_location(descriptor: DeletionVectorDescriptor, table_root: str) -> str | 
     """The (unescaped) URI of the file holding the DV, None when it is inline.
 
     ``u``: ``<table_root>/<prefix>/deletion_vector_<uuid>.bin`` (the prefix is whatever precedes
-    the 20-character Z85 UUID); ``p``: the URI-decoded absolute path.
+    the 20-character Z85 UUID); ``p``: the URI-decoded absolute path, which must be one (a path
+    after the scheme that is not absolute names no file: delta-spark cannot open it either).
     """
     kind = descriptor.storage_type
     if kind == STORAGE_INLINE:
         return None
     if kind == STORAGE_PATH:
-        return unquote(descriptor.path_or_inline_dv)
+        location = unquote(descriptor.path_or_inline_dv)
+        if not urlsplit(location).path.startswith("/"):
+            raise DeletionVectorFormatError(
+                f"its path {descriptor.path_or_inline_dv!r} is not an absolute path URI"
+            )
+        return location
     if kind != STORAGE_UUID:
         raise DeletionVectorFormatError(f"unknown deletion vector storage type {kind!r}")
     encoded = descriptor.path_or_inline_dv

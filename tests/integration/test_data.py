@@ -138,7 +138,6 @@ SKIPPED_FAKE_DATA = {
     "golden/update-deleted-directory": "fake AddFiles, metaData without schemaString",
     "delta-rs/err-logs-table_a": "log-only, no data files",
     "golden/spark-table-with-dv-small": "test-only DV file prefix: DVs not resolvable",
-    "golden/spark-table-with-dv-special-char": "placeholder in the absolute DV path",
 }
 COUNTS = {
     "delta-rs/table_with_deletion_logs": 98,
@@ -166,6 +165,19 @@ def test_row_counts_match_dv_aware_readers(
     expected = COUNTS[relative]
     table = DeltaTable.for_path(spark, str(root))
     assert table.snapshot().to_df().count() == expected
+
+
+def test_a_dv_path_that_is_not_absolute_is_an_invalid_deletion_vector(
+    spark: Any, conformance_table: Any
+) -> None:
+    """delta-spark's template table: its ``p`` DV path keeps the test's placeholder
+    (``file:{{FOLDER_WITH_SPECIAL_CHAR}}/...``), a relative path after the scheme. It gave
+    Spark's raw ``URISyntaxException``; a Delta error names the data file and the path."""
+    root = conformance_table("golden/spark-table-with-dv-special-char/delta")
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+    with pytest.raises(DeletionVectorInvalidError, match="FOLDER_WITH_SPECIAL_CHAR") as raised:
+        snapshot.to_df().count()
+    assert "not an absolute path URI" in str(raised.value)
 
 
 @pytest.mark.cluster

@@ -56,6 +56,13 @@ def test_dv_locations_for_each_storage_type() -> None:
     assert dv_location(DeletionVectorDescriptor("i", "00000", None, 4, 0), "file:/t") is None
     with pytest.raises(DeletionVectorFormatError):
         dv_location(DeletionVectorDescriptor("x", "", None, 0, 0), "file:/t")
+    assert (
+        dv_location(DeletionVectorDescriptor("p", "/a/dv.bin", 4, 10, 1), "file:/t") == "/a/dv.bin"
+    )
+    # A path after the scheme that is not absolute names no file (delta-spark's test template).
+    relative = DeletionVectorDescriptor("p", "file:%7B%7BFOLDER%7D%7D/dv.bin", 4, 10, 1)
+    with pytest.raises(DeletionVectorFormatError, match="not an absolute path URI"):
+        dv_location(relative, "file:/t")
     assert u.unique_id == "uab^-aqEH.-t@S}K{vb[*k^@1"
 
 
