@@ -45,6 +45,7 @@ subset=(
     tests/integration/test_history.py
     tests/integration/test_snapshot_cache.py::test_a_quiet_unchanged_log_is_answered_without_listing_it
     tests/integration/test_snapshot_cache.py::test_a_change_to_a_quiet_log_is_seen
+    tests/integration/test_session_settings.py
 )
 
 phase() { echo "== spark40-ci: $* ($SECONDS s)"; }

@@ -2,8 +2,8 @@
 
 Responsibility: ``in_worker(body)``, a mapInArrow body that first makes the zip importers of the
 archives Spark puts on the worker's ``PYTHONPATH`` (``pyspark.zip``, ``py4j-*.zip``, the
-spark-core jar) keep their directory caches, then runs ``body``, then reads whatever input
-``body`` left unread.
+spark-core jar) keep their directory caches, then runs ``body`` on its input in the Arrow types
+it is written for (``worker.arrow_types``), then reads whatever input ``body`` left unread.
 
 Why: PySpark's worker calls ``importlib.invalidate_caches()`` before every task, and on Python 3.11
 every zip importer then re-reads its whole archive directory: one importer per archive and one
@@ -15,7 +15,8 @@ imports (about 0.5 s).
 Invariants: only importers of archives named in the worker's ``PYTHONPATH`` (and of packages
 inside them) are replaced, each by an importer of the same archive and prefix (the files of a
 running server's Spark installation do not change); replacing is idempotent, runs at the start
-of every task and changes nothing else; ``body``'s results are passed through untouched.
+of every task and changes nothing else; ``body``'s input values reach it unchanged (only large
+Arrow types made regular) and its results are passed through untouched.
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ import sys
 import zipimport
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
-from typing import TypeVar
 
-_Batch = TypeVar("_Batch")
+import pyarrow as pa
+
+from delta_connect_py.worker.arrow_types import with_regular_types
 
 
 class _UnchangingArchiveImporter(zipimport.zipimporter):
@@ -51,20 +53,19 @@ def keep_spark_archive_caches() -> None:
             sys.path_importer_cache[path] = _UnchangingArchiveImporter(path)
 
 
-def _run(
-    body: Callable[[Iterable[_Batch]], Iterator[_Batch]], batches: Iterable[_Batch]
-) -> Iterator[_Batch]:
+_Body = Callable[[Iterable[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+def _run(body: _Body, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     keep_spark_archive_caches()
     remaining = iter(batches)
-    yield from body(remaining)
+    yield from body(with_regular_types(remaining))
     # PySpark reuses a worker process only if its task read all of its input; a fresh one
     # costs a second or so of imports (pyarrow, pandas) in the next task.
     for _ in remaining:
         pass
 
 
-def in_worker(
-    body: Callable[[Iterable[_Batch]], Iterator[_Batch]],
-) -> Callable[[Iterable[_Batch]], Iterator[_Batch]]:
+def in_worker(body: _Body) -> _Body:
     """``body`` as a mapInArrow function that first sets up the worker process (see module)."""
     return partial(_run, body)
