@@ -67,6 +67,7 @@ from delta_connect_py.protocol.file_filters import (
 )
 from delta_connect_py.protocol.properties import column_mapping_mode
 from delta_connect_py.spark_failures import caused_by, translate_server_error
+from delta_connect_py.table_schema import require_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -89,6 +90,8 @@ class SnapshotView(Protocol):
     def partition_columns(self) -> tuple[str, ...]: ...
     @property
     def metadata(self) -> Metadata: ...
+    @property
+    def version(self) -> int: ...
     def all_files(self) -> DataFrame: ...
 
 
@@ -575,6 +578,7 @@ def snapshot_to_df(
     Files are pruned with it (nested fields by their stats too), rows filtered by it.
     A malformed ``filter`` or ``columns`` is ``DELTA_CONNECT_INVALID_ARGUMENT``, before any job.
     """
+    require_columns(snapshot.schema, snapshot.table.table_root, snapshot.version)
     disjunction = parse_filter(filter, "to_df")
     columns = arguments.columns("to_df", columns)
     if columns is not None:

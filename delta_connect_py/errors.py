@@ -275,6 +275,16 @@ class FileReferencedNotFoundError(DeltaError):
     )
 
 
+class ReadTableWithoutColumnsError(DeltaError):
+    error_class = "DELTA_READ_TABLE_WITHOUT_COLUMNS"
+    template = (
+        "You are trying to read the rows of Delta table {table} at version {version}, which does "
+        "not have any columns (its metaData has no schemaString). Write some new data with the "
+        "option `mergeSchema = true` to be able to read the table; its state, history and "
+        "files can be read as they are."
+    )
+
+
 class DeletionVectorInvalidError(DeltaError):
     error_class = "DELTA_DELETION_VECTOR_INVALID"
     template = (

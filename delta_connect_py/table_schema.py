@@ -10,7 +10,9 @@ Invariants: a snapshot checks its schema's shape when it is built (a walk of a f
 JSON on the client, no job); type names are not judged there (a type this client's pyspark does
 not know may be one the server knows; reader features gate new types), only when the schema is
 parsed. A metaData without ``schemaString`` (delta-spark's own test tables write some) passes
-the check; asking such a table for its schema is the error.
+the check and has the empty schema, as delta-spark gives it (its ``Metadata.schema``): its state,
+history and checkpoints are read and written; its rows are ``DELTA_READ_TABLE_WITHOUT_COLUMNS``
+(``require_columns``), as delta-spark refuses to read them.
 """
 
 from __future__ import annotations
@@ -20,19 +22,29 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.types import StructType
 
-from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.errors import CorruptLogFileError, ReadTableWithoutColumnsError
 
 if TYPE_CHECKING:
     from delta_connect_py.protocol.actions import Metadata
 
 
 def parsed_schema(metadata: Metadata, source: str, log_dir: str, version: int | None) -> StructType:
-    """``metadata``'s schema; ``DELTA_CORRUPT_LOG_FILE`` (``source``: the file the metadata was
-    read from, or the log) when its ``schemaString`` is not a schema this client can parse."""
+    """``metadata``'s schema (empty without a ``schemaString``); ``DELTA_CORRUPT_LOG_FILE``
+    (``source``: the file the metadata was read from, or the log) when its ``schemaString`` is
+    not a schema this client can parse."""
+    if not metadata.schema_string:
+        return StructType([])
     try:
         return StructType.fromJson(metadata.schema_json)
     except Exception as error:  # json, KeyError, TypeError, PySparkValueError: all "not one"
         raise _not_a_schema(source, log_dir, version, f"{type(error).__name__}: {error}") from None
+
+
+def require_columns(schema: StructType, table: str, version: int) -> None:
+    """``DELTA_READ_TABLE_WITHOUT_COLUMNS`` when ``schema`` (of ``table`` at ``version``) has
+    no column: there are no rows to read (delta-spark refuses likewise)."""
+    if not schema.fields:
+        raise ReadTableWithoutColumnsError(table=table, version=version)
 
 
 def check_schema(metadata: Metadata, source: str, log_dir: str, version: int) -> None:

@@ -50,7 +50,7 @@ from delta_connect_py.protocol.cdf import (
 from delta_connect_py.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
 )
-from delta_connect_py.table_schema import parsed_schema
+from delta_connect_py.table_schema import parsed_schema, require_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -271,6 +271,7 @@ def changes_frame(
     result_schema = cdf_schema(schema)
     if not entries:
         return spark.createDataFrame([], result_schema)
+    require_columns(schema, table_root, max(entry.version for entry in entries))
     partitions = metadata.partition_columns
     by_name = {f.name: f for f in schema.fields}
     data_fields = [f for f in schema.fields if f.name not in set(partitions)]

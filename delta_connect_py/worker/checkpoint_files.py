@@ -29,9 +29,10 @@ deletes of files already gone succeed. A successful publish removes its staging 
 refused or failed one leaves it to the client's :func:`discard_staging` job. A folder left by a
 killed server is hidden from every reader (``_`` prefix, no Delta log pattern) and removed by a
 later publish or ``cleanup_metadata`` once stale (created a day ago, by the time in its name;
-``protocol.staging``). Checkpoint content is deterministic per (version, layout), so a
-concurrent or repeated publish of the same classic or multi-part checkpoint renames over equal
-content and leaves a valid table.
+``protocol.staging``). No file already under a final name is replaced (another writer's
+checkpoint of the same version is kept, as delta-spark keeps it); checkpoint content is
+deterministic per (version, layout), so a repeated publish of the same classic or multi-part
+checkpoint finds its own parts in place and leaves a valid table.
 """
 
 from __future__ import annotations
@@ -232,12 +233,18 @@ def _exists(fs: pa.fs.FileSystem, path: str) -> bool:
 
 
 def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _Part:
-    """A part counted from its staged file, else from its final file (moved by an earlier
-    attempt of this task; checkpoint content is deterministic, so it is the same file)."""
+    """A part counted from its staged file, else from its final file.
+
+    A file already at the final name is never replaced: an earlier attempt of this task moved
+    it there (checkpoint content is deterministic: the same file), or another writer wrote this
+    version's checkpoint, which holds the same state (delta-spark never replaces one either;
+    on an object store a replace under a reader mid-file would mix two files' bytes). The
+    staged copy then leaves with the staging folder.
+    """
+    if _exists(fs, final):
+        return _Part(None, final, True, *_count(fs, staged.path if staged else final))
     if staged is not None:
         return _Part(staged, final, False, *_count(fs, staged.path))
-    if _exists(fs, final):
-        return _Part(None, final, True, *_count(fs, final))
     return _Part(None, final, False, 0, 0)
 
 

@@ -565,6 +565,35 @@ def test_concurrent_checkpoints_of_one_version(spark: Any, conformance_table: An
     assert delta_rs_files(root)[0] == before["version"]
 
 
+@pytest.mark.parametrize("part_size", [None, 2])
+def test_another_writers_checkpoint_of_the_version_is_kept_byte_for_byte(
+    spark: Any, tmp_path: Path, part_size: int | None
+) -> None:
+    """delta-rs checkpointed the latest version; ours of the same version keeps its file (it
+    replaced it before: on an object store a reader mid-file would mix two files' bytes) and
+    writes the hint; both readers load the table from the checkpoint alone."""
+    deltalake = pytest.importorskip("deltalake")
+    root = tmp_path / "t"
+    for i in range(3):
+        deltalake.write_deltalake(
+            str(root), pa.table({"id": [i], "p": [str(i % 2)]}), mode="append", partition_by=["p"]
+        )
+    theirs = deltalake.DeltaTable(str(root))
+    theirs.create_checkpoint()
+    log = root / "_delta_log"
+    existing = {path.name: path.read_bytes() for path in log.glob("*.checkpoint*.parquet")}
+    (log / "_last_checkpoint").unlink()
+    before = state_of(spark, root)
+    result = DeltaTable.for_path(spark, str(root)).create_checkpoint(part_size=part_size)
+    assert result.version == before["version"] == 2
+    for name, content in existing.items():
+        assert (log / name).read_bytes() == content
+    assert parse_last_checkpoint(_hint_text(root) or "").version == 2
+    drop_log_before(root, before["version"])
+    assert state_of(spark, root) == before
+    assert delta_rs_files(root)[0] == before["version"]
+
+
 def test_checkpoint_errors(spark: Any, tmp_path: Path, conformance_table: Any) -> None:
     root = conformance_table(CONFORMANCE_TABLES[0])
     with pytest.raises(CheckpointNonExistTableError):

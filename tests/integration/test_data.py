@@ -27,7 +27,11 @@ from hypothesis import strategies as st
 
 from delta_connect_py import DeltaTable
 from delta_connect_py.data import select_files
-from delta_connect_py.errors import DeletionVectorInvalidError, FileReferencedNotFoundError
+from delta_connect_py.errors import (
+    DeletionVectorInvalidError,
+    FileReferencedNotFoundError,
+    ReadTableWithoutColumnsError,
+)
 from delta_connect_py.plans.spark import session_conf
 from tests.conftest import CONFORMANCE
 from tests.dv_encoding import portable_array, z85_encode
@@ -134,8 +138,6 @@ def test_dat_case_reads_expected_contents_at_every_version(
 # scan (INDEX.md "SELECT count(*)") states them. Fake-data-file tables are skipped on purpose:
 SKIPPED_FAKE_DATA = {
     "golden/checkpoint": "1-byte fake data files (log replay fixture)",
-    "golden/corrupted-last-checkpoint": "fake AddFiles, metaData without schemaString",
-    "golden/update-deleted-directory": "fake AddFiles, metaData without schemaString",
     "delta-rs/err-logs-table_a": "log-only, no data files",
     "golden/spark-table-with-dv-small": "test-only DV file prefix: DVs not resolvable",
 }
@@ -178,6 +180,25 @@ def test_a_dv_path_that_is_not_absolute_is_an_invalid_deletion_vector(
     with pytest.raises(DeletionVectorInvalidError, match="FOLDER_WITH_SPECIAL_CHAR") as raised:
         snapshot.to_df().count()
     assert "not an absolute path URI" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    "relative", ["golden/corrupted-last-checkpoint", "golden/update-deleted-directory"]
+)
+def test_a_table_without_schema_string_has_no_columns_and_no_rows_to_read(
+    spark: Any, conformance_table: Any, relative: str
+) -> None:
+    """delta-spark's own test tables whose metaData has no schemaString: delta-spark gives the
+    empty schema and refuses to read rows (``DELTA_READ_TABLE_WITHOUT_COLUMNS``, measured on
+    its Connect server); the state and a checkpoint are read and written as for any table."""
+    root = conformance_table(f"{relative}/delta")
+    table = DeltaTable.for_path(spark, str(root))
+    snapshot = table.snapshot()
+    assert snapshot.schema.fields == []
+    with pytest.raises(ReadTableWithoutColumnsError, match=f"version {snapshot.version}"):
+        snapshot.to_df()
+    files = snapshot.state.num_of_files
+    assert table.create_checkpoint().num_of_add_files == files
 
 
 @pytest.mark.cluster

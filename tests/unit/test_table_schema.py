@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.errors import CorruptLogFileError, ReadTableWithoutColumnsError
 from delta_connect_py.protocol.actions import Metadata
-from delta_connect_py.table_schema import check_schema, parsed_schema
+from delta_connect_py.table_schema import check_schema, parsed_schema, require_columns
 from tests.conftest import CONFORMANCE
 
 GOOD = {
@@ -58,6 +58,19 @@ def test_every_conformance_schema_passes_and_parses() -> None:
         parsed_schema(metadata(schema_string), "log", "log", 0)
 
 
+@pytest.mark.parametrize("missing", [None, ""])
+def test_a_metadata_without_schema_string_has_the_empty_schema_and_no_rows(
+    missing: str | None,
+) -> None:
+    """As delta-spark's ``Metadata.schema``: the empty struct; reading rows is refused."""
+    check_schema(metadata(missing), "log", "log", 0)
+    schema = parsed_schema(metadata(missing), "log", "log", 0)
+    assert schema.fields == []
+    with pytest.raises(ReadTableWithoutColumnsError, match="at version 7"):
+        require_columns(schema, "file:/t", 7)
+    require_columns(parsed_schema(metadata(json.dumps(GOOD)), "log", "log", 0), "file:/t", 7)
+
+
 def test_a_good_schema_parses() -> None:
     schema = parsed_schema(metadata(json.dumps(GOOD)), "log", "log", 3)
     assert schema.fieldNames() == ["id", "nested"]
@@ -84,12 +97,6 @@ def test_a_good_schema_parses() -> None:
 def test_a_schema_without_its_shape_is_a_corrupt_log_file(damaged: str, why: str) -> None:
     with pytest.raises(CorruptLogFileError, match=f"version 7: the table schema.*{why}"):
         check_schema(metadata(damaged), "/t/_delta_log/7.json", "/t/_delta_log", 7)
-
-
-def test_no_schema_string_passes_the_check_but_has_no_schema() -> None:
-    check_schema(metadata(None), "log", "log", 0)
-    with pytest.raises(CorruptLogFileError, match="not a valid schema"):
-        parsed_schema(metadata(None), "log", "log", 0)
 
 
 def test_a_type_unknown_to_pyspark_passes_the_check_and_fails_the_parse() -> None:
