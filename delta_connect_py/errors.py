@@ -279,9 +279,9 @@ class ReadTableWithoutColumnsError(DeltaError):
     error_class = "DELTA_READ_TABLE_WITHOUT_COLUMNS"
     template = (
         "You are trying to read the rows of Delta table {table} at version {version}, which does "
-        "not have any columns (its metaData has no schemaString). Write some new data with the "
-        "option `mergeSchema = true` to be able to read the table; its state, history and "
-        "files can be read as they are."
+        "not have any columns (its metaData has no schemaString). A writer must first write data "
+        "with a schema (delta-spark's `mergeSchema`, delta-rs's `schema_mode='merge'`); until "
+        "then its state, files and history() can be read as they are."
     )
 
 
