@@ -263,13 +263,7 @@ def logical_schema(snapshot: SnapshotView) -> StructType:
 def _descriptor(row: Any) -> DeletionVectorDescriptor | None:
     if row is None or row["storageType"] is None:
         return None
-    return DeletionVectorDescriptor(
-        storage_type=row["storageType"],
-        path_or_inline_dv=row["pathOrInlineDv"],
-        offset=row["offset"],
-        size_in_bytes=row["sizeInBytes"],
-        cardinality=row["cardinality"],
-    )
+    return DeletionVectorDescriptor.from_action(row.asDict())
 
 
 def _type_name(field: StructField) -> str:

@@ -190,25 +190,15 @@ def _files_frame(
     return spark.createDataFrame(rows, StructType(fields))
 
 
-def _dv_input(
-    entry: int, dv: Mapping[str, Any], table_root: str, data_file: str
-) -> tuple[Any, ...]:
-    descriptor = DeletionVectorDescriptor(
-        storage_type=dv["storageType"],
-        path_or_inline_dv=dv["pathOrInlineDv"],
-        offset=dv.get("offset"),
-        size_in_bytes=dv["sizeInBytes"],
-        cardinality=dv["cardinality"],
-    )
-    return descriptor_row(str(entry), descriptor, table_root, data_file)
-
-
 def _dv_rows(
     spark: SparkSession, table_root: str, dvs: Sequence[tuple[int, Mapping[str, Any], str]]
 ) -> DataFrame:
     """``(_cdf_entry, _cdf_row)`` of every row the given deletion vectors (of the entry, of the
     data file) name (server-side)."""
-    rows = [_dv_input(entry, dv, table_root, data_file) for entry, dv, data_file in dvs]
+    rows = [
+        descriptor_row(str(entry), DeletionVectorDescriptor.from_action(dv), table_root, data_file)
+        for entry, dv, data_file in dvs
+    ]
     expanded = deleted_rows(spark, rows, table_root)
     return expanded.select(
         F.col("file_key").cast("long").alias(_ENTRY), F.col("row_index").alias(_ROW)

@@ -22,8 +22,9 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 Z85_ALPHABET = (
@@ -84,6 +85,18 @@ class DeletionVectorDescriptor:
     offset: int | None
     size_in_bytes: int
     cardinality: int
+
+    @classmethod
+    def from_action(cls, action: Mapping[str, Any]) -> DeletionVectorDescriptor:
+        """The descriptor of a ``deletionVector`` field as the log writes it (``offset`` may be
+        left out)."""
+        return cls(
+            storage_type=action["storageType"],
+            path_or_inline_dv=action["pathOrInlineDv"],
+            offset=action.get("offset"),
+            size_in_bytes=action["sizeInBytes"],
+            cardinality=action["cardinality"],
+        )
 
     @property
     def unique_id(self) -> str:

@@ -242,7 +242,7 @@ def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _P
     staged copy then leaves with the staging folder.
     """
     if _exists(fs, final):
-        return _Part(None, final, True, *_count(fs, staged.path if staged else final))
+        return _Part(None, final, True, *_count(fs, final if staged is None else staged.path))
     if staged is not None:
         return _Part(staged, final, False, *_count(fs, staged.path))
     return _Part(None, final, False, 0, 0)

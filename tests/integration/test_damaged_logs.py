@@ -190,16 +190,8 @@ def test_damaged_json_checkpoint_without_commits_is_refused(
     assert "version 2" in message
 
 
-@pytest.mark.parametrize("column", ["add.tags.key_value.key", "add.deletionVector.storageType"])
-def test_checkpoint_page_damage_is_met_before_the_live_files(
-    spark: Any, tmp_path: Path, column: str
-) -> None:
-    """A damaged page of a column no query has read yet: ``all_files()`` (lazy rows the caller
-    runs) is refused as the state is, not left to fail with Spark's error at ``collect``."""
-    table = tmp_path / "table"
-    shutil.copytree(
-        CONFORMANCE / "golden" / "basic-with-inserts-deletes-checkpoint" / "delta", table
-    )
+def _broken_page(table: Path, column: str) -> Path:
+    """``table``'s version-10 checkpoint with the first data page of ``column`` overwritten."""
     checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
     row_group = pq.ParquetFile(checkpoint).metadata.row_group(0)
     chunk = next(
@@ -210,6 +202,20 @@ def test_checkpoint_page_damage_is_met_before_the_live_files(
     data = bytearray(checkpoint.read_bytes())
     data[chunk.data_page_offset : chunk.data_page_offset + 4] = b"\xff\xff\xff\xff"
     checkpoint.write_bytes(bytes(data))
+    return checkpoint
+
+
+@pytest.mark.parametrize("column", ["add.tags.key_value.key", "add.deletionVector.storageType"])
+def test_checkpoint_page_damage_is_met_before_the_live_files(
+    spark: Any, tmp_path: Path, column: str
+) -> None:
+    """A damaged page of a column no query has read yet: ``all_files()`` (lazy rows the caller
+    runs) is refused as the state is, not left to fail with Spark's error at ``collect``."""
+    table = tmp_path / "table"
+    shutil.copytree(
+        CONFORMANCE / "golden" / "basic-with-inserts-deletes-checkpoint" / "delta", table
+    )
+    checkpoint = _broken_page(table, column)
     snapshot = DeltaTable.for_path(spark, str(table)).snapshot()
     with pytest.raises(CorruptLogFileError, match=checkpoint.name):
         snapshot.all_files().select("path").collect()
@@ -299,17 +305,7 @@ def _half_of_the_second_part(table: Path) -> Path:
 
 
 def _broken_tags_page(table: Path) -> Path:
-    checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
-    row_group = pq.ParquetFile(checkpoint).metadata.row_group(0)
-    chunk = next(
-        row_group.column(i)
-        for i in range(row_group.num_columns)
-        if row_group.column(i).path_in_schema == "add.tags.key_value.key"
-    )
-    data = bytearray(checkpoint.read_bytes())
-    data[chunk.data_page_offset : chunk.data_page_offset + 4] = b"\xff\xff\xff\xff"
-    checkpoint.write_bytes(bytes(data))
-    return checkpoint
+    return _broken_page(table, "add.tags.key_value.key")
 
 
 CHECKPOINT_DAMAGE: dict[str, tuple[str, Callable[[Path], Path]]] = {
