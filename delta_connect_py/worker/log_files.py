@@ -38,6 +38,7 @@ from delta_connect_py.worker.line_checks import (
     NOT_UTF8,
     corrupt_line,
     line_problem,
+    line_problems,
     shape_problem,
 )
 from delta_connect_py.worker.stores import NO_STORAGE_OPTIONS, StorageOptions, open_store
@@ -502,7 +503,6 @@ class _LineBuffer:
         self.versions: list[int] = []
         self.files: list[str] = []
         self.lines: list[bytes] = []
-        self.problems: list[str | None] = []
         self.size = 0
 
     def add(self, version: int, path: str, lines: list[bytes]) -> None:
@@ -511,7 +511,6 @@ class _LineBuffer:
         self.versions += [version] * len(lines)
         self.files += [file_uri(path)] * len(lines)
         self.lines += lines
-        self.problems += map(line_problem, lines)
         self.size += sum(map(len, lines))
 
     def flush(self) -> pa.RecordBatch:
@@ -528,11 +527,11 @@ class _LineBuffer:
                 pa.array(self.versions, pa.int64()),
                 pa.array(self.files, pa.string()),
                 values,
-                pa.array(self.problems, pa.string()),
+                line_problems(values),
             ],
             schema=COMMIT_LINES_SCHEMA,
         )
-        self.versions, self.files, self.lines, self.problems, self.size = [], [], [], [], 0
+        self.versions, self.files, self.lines, self.size = [], [], [], 0
         return batch
 
     def _check_utf8(self, values: pa.Array) -> None:

@@ -23,6 +23,7 @@ from delta_connect_py.worker.line_checks import (
     NON_STRING_PATH,
     PATH_NOT_STRING,
     line_problem,
+    line_problems,
 )
 from delta_connect_py.worker.log_files import CommitLinesRead, read_commit_lines
 
@@ -41,6 +42,7 @@ VALID = [
     '{"add":{"path":"x\u2028é}{\\"a\\":1}","size":1}}',
     '{"metaData":{"id":"i","configuration":{"k":"} {\\"q\\": 1"}}}',
     '{"cdc":{"path" : "c.parquet"}}',
+    '{"add":{"path":\x0b\x0c"x.parquet"}}',  # vertical tab and form feed are whitespace
     "   ",
 ]
 
@@ -50,6 +52,7 @@ INVALID = {
     '{"add":{"path":"x"}}{"add":{"path":"y"}}': JOINED,
     '{"add":{"path":"x"}} {"remove":{"path":"y"}}': JOINED,
     '{"add":{"path":"x"}}#{"add":{"path":"y"}}': JOINED,  # a damaged newline
+    '{"add":{"path":"x"}}\x0b\x0b{"add":{"path":"y"}}': JOINED,
     '{"add":{"path":"x"}}é{"add":{"path":"y"}}': JOINED,  # ...damaged into two bytes
     '{"commitInfo":{}}{"add":{"path":"y"}}': JOINED,
     '{"add":{"path":5}}': NON_STRING_PATH,
@@ -98,6 +101,19 @@ _FRAGMENTS = st.sampled_from(
 @given(st.lists(_FRAGMENTS, max_size=14).map("".join))
 def test_byte_checks_find_what_the_spark_expressions_find(line: str) -> None:
     assert line_problem(line.encode()) == _spark_text_problem(line)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.lists(_FRAGMENTS, max_size=14).map("".join), min_size=1, max_size=20))
+def test_a_batch_of_lines_is_checked_as_each_line_alone(lines: list[str]) -> None:
+    checked = line_problems(pa.array(lines, pa.string())).to_pylist()
+    assert checked == [line_problem(line.encode()) for line in lines]
+
+
+def test_the_batch_check_names_each_kind_of_problem() -> None:
+    lines = [*VALID, *INVALID]
+    expected = [None] * len(VALID) + list(INVALID.values())
+    assert line_problems(pa.array(lines, pa.string())).to_pylist() == expected
 
 
 def _read(tmp_path: Path, content: bytes, request: CommitLinesRead) -> list[dict[str, object]]:
