@@ -174,7 +174,7 @@ def _listing_rows(
         frames.append(_hint_frame(spark, log_dir, options))
     listing = union_all(frames)
     try:
-        with session_conf(spark, LISTING_CONF):
+        with session_conf(spark, {}, unconditional_hints=LISTING_CONF):
             return collect(listing)
     except AnalysisException as exc:
         if not _is_path_not_found(exc):

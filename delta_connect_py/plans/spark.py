@@ -14,7 +14,7 @@ the server refuses is skipped.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -34,6 +34,7 @@ from pyspark.sql.types import (
     StructType,
 )
 
+from delta_connect_py.connections import session_key
 from delta_connect_py.spark_failures import raising_delta_errors
 from delta_connect_py.worker.archives import in_worker
 
@@ -43,7 +44,8 @@ if TYPE_CHECKING:
 
 _GLOB_CHARACTERS = re.compile(r"([\[\]{}*?\\])")
 
-#: Settings for every job that reads the log. Logs are many tiny files named explicitly: pack
+#: Speed settings for every job that reads the log, passed as hints (``session_conf``): a server
+#: that refuses one reads the log all the same. Logs are many tiny files named explicitly: pack
 #: them into few splits (no per-file open cost), and check the named files exist with a few
 #: tasks instead of one task per file (Spark's default parallelism for that is 10,000, which
 #: made reading 1,000 commits take 14 s instead of 2 s). Large Arrow batches make mapInArrow
@@ -118,25 +120,30 @@ def session_conf(
     settings: dict[str, str],
     hints: dict[str, str] | None = None,
     hints_where: str | None = None,
+    *,
+    unconditional_hints: dict[str, str] | None = None,
 ) -> Iterator[None]:
     """Apply SQL settings for the jobs run inside the block, then restore the previous ones.
 
     ``hints`` only make the jobs faster: one the server refuses to change (a managed server may
-    refuse internal settings) is left as the server has it, and the jobs run all the same.
-    With ``hints_where``, the hints apply only where the session has that setting ``true``
-    (read with the previous values, no request more). Settings travel in batches (one request
-    to read them, one to set, two to restore) rather than a request per key and step (four
-    settings: 3-4 requests instead of 12); a setting the session has already is left alone
-    (none to change: the one request that read them).
+    refuse internal settings) is left as the server has it, the jobs run all the same, and the
+    session does not ask for it again (``_refused_hints``). With ``hints_where``, ``hints``
+    apply only where the session has that setting ``true`` (read with the previous values, no
+    request more); ``unconditional_hints`` apply everywhere. Settings travel in batches (one
+    request to read them, one to set, two to restore) rather than a request per key and step
+    (four settings: 3-4 requests instead of 12); a setting the session has already is left
+    alone (none to change: the one request that read them).
     """
-    hints = hints or {}
+    refused = _refused_hints.get(session_key(spark), set())
+    hints = {key: value for key, value in (hints or {}).items() if key not in refused}
+    always = {k: v for k, v in (unconditional_hints or {}).items() if k not in refused}
     condition = [hints_where] if hints and hints_where else []
-    previous = _conf_values(spark, [*settings, *hints, *condition])
+    previous = _conf_values(spark, [*settings, *always, *hints, *condition])
     if condition and str(previous.get(condition[0])).lower() != "true":
         hints = {}
     # What the session has already (a server configured so) is neither set nor restored.
     settings = {key: value for key, value in settings.items() if previous.get(key) != value}
-    hints = {key: value for key, value in hints.items() if previous.get(key) != value}
+    hints = {key: value for key, value in {**always, **hints}.items() if previous.get(key) != value}
     try:
         applied = _set_settings_and_hints(spark, settings, hints)
     except Exception:
@@ -149,6 +156,23 @@ def session_conf(
         yield
     finally:
         _restore_conf(spark, {key: previous[key] for key in applied})
+
+
+#: The hints each session's server refused to change, by session (``connections.session_key``):
+#: not asked for again, as each refusal costs a request per hint. At most ``_MAX_REFUSING``
+#: sessions are remembered (the oldest forgotten first; a forgotten one only asks again).
+_refused_hints: dict[str, set[str]] = {}
+_MAX_REFUSING = 64
+
+
+def _remember_refused(spark: SparkSession, keys: Iterable[str]) -> None:
+    keys = set(keys)
+    if not keys:
+        return
+    name = session_key(spark)
+    if name not in _refused_hints and len(_refused_hints) >= _MAX_REFUSING:
+        del _refused_hints[next(iter(_refused_hints))]
+    _refused_hints.setdefault(name, set()).update(keys)
 
 
 def _set_settings_and_hints(
@@ -168,7 +192,8 @@ def _set_settings_and_hints(
 
 
 def _set_hints(spark: SparkSession, hints: dict[str, str]) -> list[str]:
-    """Apply the ``hints`` the server accepts; return their keys."""
+    """Apply the ``hints`` the server accepts; return their keys (the others are remembered as
+    refused in this session)."""
     try:
         set_conf(spark, hints)
         return list(hints)
@@ -178,6 +203,7 @@ def _set_hints(spark: SparkSession, hints: dict[str, str]) -> list[str]:
             with suppress(PySparkException):
                 set_conf(spark, {key: value})
                 accepted.append(key)
+        _remember_refused(spark, set(hints) - set(accepted))
         return accepted
 
 
@@ -221,7 +247,7 @@ def collect(df: DataFrame, reads_files: bool = True) -> list[Row]:
     with raising_delta_errors(spark):
         if not reads_files:
             return df.collect()
-        with session_conf(spark, LOG_READ_CONF):
+        with session_conf(spark, {}, unconditional_hints=LOG_READ_CONF):
             return df.collect()
 
 
@@ -254,9 +280,9 @@ def materialize(df: DataFrame, hints: Hints | None = None, reads_files: bool = T
     spark = df.sparkSession
     with raising_delta_errors(spark):
         if reads_files or hints:
-            settings = LOG_READ_CONF if reads_files else ARROW_BATCH_CONF
+            speed = LOG_READ_CONF if reads_files else ARROW_BATCH_CONF
             hinted = hints or Hints({})
-            with session_conf(spark, settings, hinted.settings, hinted.where):
+            with session_conf(spark, {}, hinted.settings, hinted.where, unconditional_hints=speed):
                 return _local_checkpoint(df)
         return _local_checkpoint(df)
 

@@ -576,6 +576,67 @@ def test_settings_the_session_has_already_cost_one_request(spark: Any) -> None:
     assert spark.conf.get("spark.sql.shuffle.partitions") == partitions
 
 
+def test_a_refused_hint_is_not_asked_for_again_in_the_session(spark_remote: str) -> None:
+    """The first refusal costs a request per hint; later blocks of the same session leave the
+    refused hint out (a session of its own: the memory is per session)."""
+    from pyspark.sql import SparkSession
+
+    import delta_connect_py.plans.spark as plans_spark
+    from delta_connect_py.plans.spark import session_conf
+
+    session = SparkSession.builder.remote(spark_remote).create()
+    try:
+        before = session.conf.get("spark.sql.shuffle.partitions")
+        hints = {**REFUSED_SETTING, "spark.sql.shuffle.partitions": "3"}
+        sent: list[list[str]] = []
+        config = plans_spark._config
+
+        def counted(spark: Any, operation: Any) -> Any:
+            kind = operation.WhichOneof("op_type")
+            if kind == "set":
+                sent.append([pair.key for pair in operation.set.pairs])
+            return config(spark, operation)
+
+        with mock.patch.object(plans_spark, "_config", counted):
+            for _ in range(2):
+                with session_conf(session, {}, unconditional_hints=hints):
+                    assert session.conf.get("spark.sql.shuffle.partitions") == "3"
+                assert session.conf.get("spark.sql.shuffle.partitions") == before
+        refused_key = next(iter(REFUSED_SETTING))
+        first, second = sent[: len(sent) - 1], sent[-1:]
+        assert any(refused_key in keys for keys in first)  # asked, refused, remembered
+        assert second == [["spark.sql.shuffle.partitions"]]  # the next block: one request
+    finally:
+        session.stop()
+
+
+def test_the_log_is_read_where_the_server_refuses_the_read_settings(
+    spark_remote: str, conformance_table: Any
+) -> None:
+    """The read, listing and Arrow batch settings are speed-only: a server refusing one of
+    them (a managed server's allow-list) still reads a checkpointed table, equal to delta-rs."""
+    from pyspark.sql import SparkSession
+
+    import delta_connect_py.plans.listing as listing
+    import delta_connect_py.plans.spark as plans_spark
+
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    session = SparkSession.builder.remote(spark_remote).create()
+    try:
+        with (
+            mock.patch.dict(plans_spark.LOG_READ_CONF, REFUSED_SETTING),
+            mock.patch.dict(plans_spark.ARROW_BATCH_CONF, REFUSED_SETTING),
+            mock.patch.dict(listing.LISTING_CONF, REFUSED_SETTING),
+        ):
+            snapshot = DeltaTable.for_path(session, str(root)).snapshot()
+            assert _files(snapshot) == _rs_files(root)
+            assert snapshot.state.num_of_files == len(_rs_files(root))
+            rows = RsDeltaTable(str(root)).to_pyarrow_dataset().count_rows()
+            assert snapshot.to_df().count() == rows
+    finally:
+        session.stop()
+
+
 #: A setting no server has, set true in a test's session: hints conditional on it apply there.
 TRUE_IN_SESSION = "spark.sql.test.deltaConnectPyHintCondition"
 
