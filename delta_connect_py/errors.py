@@ -43,8 +43,19 @@ class MissingDeltaTableError(DeltaError):
     error_class = "DELTA_MISSING_DELTA_TABLE"
     template = (
         "{path} is not a Delta table: no commit or checkpoint files were found in {log_path}. "
-        "Check the path, or create the table with a Delta writer first."
+        "{advice}"
     )
+
+    def __init__(self, *, path: object, log_path: object) -> None:
+        super().__init__(path=path, log_path=log_path, advice=_missing_table_advice(str(path)))
+
+
+def _missing_table_advice(path: str) -> str:
+    """What to do: a path naming a ``_delta_log`` folder most likely meant its table."""
+    parent, _, name = path.rstrip("/").rpartition("/")
+    if name == "_delta_log" and parent.rstrip("/:") not in ("", "file"):
+        return f"The path names a table's log folder: give the table's own path, {parent}."
+    return "Check the path, or create the table with a Delta writer first."
 
 
 class VersionsNotContiguousError(DeltaError):

@@ -214,7 +214,25 @@ def test_missing_table() -> None:
     for files in ([], listing(checksum_name(0))):
         with pytest.raises(MissingDeltaTableError) as info:
             build(files)
-        assert info.value.getMessageParameters() == {"path": TABLE, "log_path": LOG}
+        parameters = info.value.getMessageParameters()
+        assert (parameters["path"], parameters["log_path"]) == (TABLE, LOG)
+        assert "Check the path" in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "parent"),
+    [(LOG, TABLE), ("file:/x/t/_delta_log/", "file:/x/t"), ("/x/t/_delta_log", "/x/t")],
+)
+def test_a_path_naming_a_log_folder_is_told_to_name_its_table(path: str, parent: str) -> None:
+    error = MissingDeltaTableError(path=path, log_path=f"{path.rstrip('/')}/_delta_log")
+    assert f"give the table's own path, {parent}." in str(error)
+    assert "Check the path" not in str(error)
+
+
+def test_a_folder_at_the_root_named_like_a_log_is_not_given_an_empty_parent() -> None:
+    for path in ("/_delta_log", "file:/_delta_log", "file:///_delta_log"):
+        error = MissingDeltaTableError(path=path, log_path=f"{path}/_delta_log")
+        assert "Check the path" in str(error)
 
 
 def test_version_not_found() -> None:
