@@ -137,6 +137,9 @@ def session_conf(
     refused = _refused_hints.get(session_key(spark), set())
     hints = {key: value for key, value in (hints or {}).items() if key not in refused}
     always = {k: v for k, v in (unconditional_hints or {}).items() if k not in refused}
+    if not (settings or always or hints):  # every hint refused before: nothing to ask
+        yield
+        return
     condition = [hints_where] if hints and hints_where else []
     previous = _conf_values(spark, [*settings, *always, *hints, *condition])
     if condition and str(previous.get(condition[0])).lower() != "true":

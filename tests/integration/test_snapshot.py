@@ -588,24 +588,30 @@ def test_a_refused_hint_is_not_asked_for_again_in_the_session(spark_remote: str)
     try:
         before = session.conf.get("spark.sql.shuffle.partitions")
         hints = {**REFUSED_SETTING, "spark.sql.shuffle.partitions": "3"}
-        sent: list[list[str]] = []
+        refused_key = next(iter(REFUSED_SETTING))
+        requests: list[tuple[str, list[str]]] = []
         config = plans_spark._config
 
         def counted(spark: Any, operation: Any) -> Any:
             kind = operation.WhichOneof("op_type")
-            if kind == "set":
-                sent.append([pair.key for pair in operation.set.pairs])
+            pairs = getattr(getattr(operation, kind), "pairs", [])
+            requests.append((kind, [getattr(pair, "key", pair) for pair in pairs]))
             return config(spark, operation)
 
+        blocks = []
         with mock.patch.object(plans_spark, "_config", counted):
-            for _ in range(2):
-                with session_conf(session, {}, unconditional_hints=hints):
-                    assert session.conf.get("spark.sql.shuffle.partitions") == "3"
+            for block_hints in (hints, hints, REFUSED_SETTING):
+                requests.clear()
+                with session_conf(session, {}, unconditional_hints=block_hints):
+                    if block_hints is hints:
+                        assert session.conf.get("spark.sql.shuffle.partitions") == "3"
                 assert session.conf.get("spark.sql.shuffle.partitions") == before
-        refused_key = next(iter(REFUSED_SETTING))
-        first, second = sent[: len(sent) - 1], sent[-1:]
-        assert any(refused_key in keys for keys in first)  # asked, refused, remembered
-        assert second == [["spark.sql.shuffle.partitions"]]  # the next block: one request
+                blocks.append(list(requests))
+        first, second, only_refused = blocks
+        assert any(refused_key in keys for _, keys in first)  # asked, refused, remembered
+        assert not any(refused_key in keys for _, keys in second)
+        assert len(second) < len(first)  # no request per hint after the refusal
+        assert only_refused == []  # nothing left to ask: no request at all
     finally:
         session.stop()
 
