@@ -89,6 +89,7 @@ from delta_connect_py.plans.spark import (
     spark_schema,
     struct_fields,
     union_all,
+    with_stated_schema,
 )
 from delta_connect_py.plans.state import (
     BaseSums,
@@ -169,7 +170,7 @@ def replay(
     """
     # Stated: mapInArrow needs its input's column names, which pyspark would otherwise ask
     # the server for (an analysis of the whole read, 30-170 ms on S).
-    actions = actions.to(REPLAY_INPUT_SCHEMA)
+    actions = with_stated_schema(actions, REPLAY_INPUT_SCHEMA)
     partitioned = (
         actions.coalesce(1)
         if num_partitions == 1 and small_input

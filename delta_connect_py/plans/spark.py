@@ -259,6 +259,24 @@ def collect(df: DataFrame, reads_files: bool = True) -> list[Row]:
 _RANGE_SCHEMA = StructType([StructField("id", LongType(), False)])
 
 
+def with_stated_schema(frame: DataFrame, schema: StructType) -> DataFrame:
+    """``frame``'s columns named in ``schema``, in its order, with ``schema`` as the schema the
+    client knows for them: ``frame`` must already hold those columns, of ``schema``'s types up
+    to nullability (the worker reading them sees the types they have).
+
+    ``DataFrame.to`` states a schema too, but its projection rebuilds every struct, array and
+    map of every row on the server (maps through interpreted lambdas), even when nothing
+    changes: a fresh state of M 8% slower, of S 0.035 s. A plain selection is free; the
+    client then needs the schema's names only. A client without pyspark's schema memo (not
+    pyspark's own Connect client) gets ``to``.
+    """
+    selected = frame.select(*schema.names)
+    if not hasattr(selected, "_cached_schema"):
+        return frame.to(schema)
+    selected._cached_schema = schema  # type: ignore[attr-defined]  # pyspark's schema memo
+    return selected
+
+
 def one_row(spark: SparkSession) -> DataFrame:
     """One row in one partition, for a Python task to run once."""
     return task_numbers(spark, 1)
