@@ -266,9 +266,9 @@ def with_stated_schema(frame: DataFrame, schema: StructType) -> DataFrame:
 
     ``DataFrame.to`` states a schema too, but its projection rebuilds every struct, array and
     map of every row on the server (maps through interpreted lambdas), even when nothing
-    changes: a fresh state of M 8% slower, of S 0.035 s. A plain selection is free; the
-    client then needs the schema's names only. A client without pyspark's schema memo (not
-    pyspark's own Connect client) gets ``to``.
+    changes (fresh states of S took 0.420 s with it, 0.385 s without; M 3.42 and 3.14 s). A
+    plain selection is free, and the client needs only the schema's names. A client without
+    pyspark's schema memo (not pyspark's own Connect client) gets ``to``.
     """
     selected = frame.select(*schema.names)
     if not hasattr(selected, "_cached_schema"):

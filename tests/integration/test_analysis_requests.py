@@ -18,7 +18,13 @@ from deltalake import write_deltalake
 
 from delta_connect_py import DeltaTable
 from delta_connect_py.plans import loading
-from delta_connect_py.plans.spark import map_in_arrow, one_row, spark_schema
+from delta_connect_py.plans.spark import (
+    all_nullable,
+    map_in_arrow,
+    one_row,
+    spark_schema,
+    with_stated_schema,
+)
 from delta_connect_py.protocol.filenames import LogFile, parse_log_file
 from delta_connect_py.worker.log_files import (
     COMMIT_LINES_SCHEMA,
@@ -99,3 +105,47 @@ def test_a_fresh_state_without_a_checkpoint_needs_no_analysis(
     state = DeltaTable.for_path(spark, str(path), snapshot_cache=False).snapshot().state
     assert schema_requests == []
     assert state.num_of_files == commits
+
+
+def test_a_stated_schema_leaves_nested_values_as_they_are(
+    spark: Any, schema_requests: list[object]
+) -> None:
+    """``with_stated_schema`` is a selection of the columns: no ``to_schema`` relation, whose
+    projection would rebuild every struct and map of every row on the server. A worker reading
+    the frame gets its values as they are, though the stated types differ in nullability."""
+    frame = spark.range(2).select(
+        F.struct(
+            F.lit("a").alias("path"),
+            F.create_map(F.lit("p"), F.lit(None).cast("string")).alias("partitionValues"),
+        ).alias("add"),
+        F.col("id").alias("version"),
+    )
+    schema = all_nullable(
+        spark_schema(
+            pa.schema(
+                [
+                    ("version", pa.int64()),
+                    (
+                        "add",
+                        pa.struct(
+                            [
+                                ("path", pa.string()),
+                                ("partitionValues", pa.map_(pa.string(), pa.string())),
+                            ]
+                        ),
+                    ),
+                ]
+            )
+        )
+    )
+    stated = with_stated_schema(frame, schema)  # type: ignore[arg-type]
+    assert stated.columns == ["version", "add"]
+    relation = stated._plan.to_proto(spark.client).root
+    assert relation.WhichOneof("rel_type") == "project"
+    echoed = map_in_arrow(stated, lambda batches: batches, schema)
+    assert schema_requests == []
+    rows = sorted(
+        (row["version"], row["add"]["path"], row["add"]["partitionValues"])
+        for row in echoed.collect()
+    )
+    assert rows == [(0, "a", {"p": None}), (1, "a", {"p": None})]
