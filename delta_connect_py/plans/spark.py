@@ -270,9 +270,9 @@ def with_stated_schema(frame: DataFrame, schema: StructType) -> DataFrame:
     plain selection is free, and the client needs only the schema's names. A client without
     pyspark's schema memo (not pyspark's own Connect client) gets ``to``.
     """
-    selected = frame.select(*schema.names)
-    if not hasattr(selected, "_cached_schema"):
+    if not hasattr(frame, "_cached_schema"):
         return frame.to(schema)
+    selected = frame.select(*schema.names)
     selected._cached_schema = schema  # type: ignore[attr-defined]  # pyspark's schema memo
     return selected
 
@@ -285,7 +285,7 @@ def one_row(spark: SparkSession) -> DataFrame:
 def task_numbers(spark: SparkSession, tasks: int) -> DataFrame:
     """Rows ``id`` 0 to ``tasks - 1``, one per partition: a Python body run by ``tasks`` tasks,
     each knowing its number; the schema known on the client."""
-    return spark.range(0, tasks, 1, tasks).to(_RANGE_SCHEMA)
+    return with_stated_schema(spark.range(0, tasks, 1, tasks), _RANGE_SCHEMA)
 
 
 def materialize(df: DataFrame, hints: Hints | None = None, reads_files: bool = True) -> DataFrame:
