@@ -92,6 +92,7 @@ from delta_connect_py.protocol.cleanup import (
     needs_compat_checkpoint,
     plan_cleanup,
 )
+from delta_connect_py.protocol.feature_use import check_features_listed
 from delta_connect_py.protocol.features import check_writable, protocol_features
 from delta_connect_py.protocol.segment import CheckpointChoice
 from delta_connect_py.protocol.staging import (
@@ -586,6 +587,7 @@ def plan_table_cleanup(table: TableLog, now: int | None = None) -> TableCleanup:
         raise MissingDeltaTableError(path=table.table_root, log_path=table.log_dir)
     latest, pm = table.loaded_segment(table.log_segment(None, listing), listing)
     check_writable(pm.protocol, table.table_root, latest.version)
+    check_features_listed(pm.protocol, pm.metadata, table.table_root, latest.version)
     configuration = pm.metadata.configuration
     now = now_ms() if now is None else now
     plan = plan_cleanup(

@@ -130,6 +130,16 @@ class UnsupportedFeaturesForWriteError(DeltaError):
     )
 
 
+class FeaturesProtocolMetadataMismatchError(DeltaError):
+    error_class = "DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH"
+    template = (
+        'Unable to operate on table "{path}" at version {version} because the following table '
+        "features are enabled in metadata but not listed in protocol: {features}. The writer "
+        "that set them did not add them to the protocol: have a Delta writer add the features "
+        "to the protocol (or unset the properties), or read an earlier version."
+    )
+
+
 class InvalidProtocolVersionError(DeltaError):
     error_class = "DELTA_INVALID_PROTOCOL_VERSION"
     template = (

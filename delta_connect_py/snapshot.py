@@ -44,6 +44,7 @@ from delta_connect_py.plans.protocol_metadata import (
 from delta_connect_py.plans.replay import ReconstructedState, reconstruct, reconstruct_after
 from delta_connect_py.plans.state import ComputedState, State, compute_state, observed_state
 from delta_connect_py.protocol import properties as props
+from delta_connect_py.protocol.feature_use import check_features_listed
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import commit_name
 from delta_connect_py.spark_failures import public_calls_raise_delta_errors
@@ -622,9 +623,11 @@ def check_snapshot_arguments(
 
 def check_snapshot_readable(table: TableLog, pm: ProtocolAndMetadata, version: int) -> None:
     """Refuse a snapshot at ``version`` this library cannot read: its protocol (delta-spark's
-    ``protocolRead``), or a table schema that is not one."""
+    ``protocolRead``), a table schema that is not one, or metadata turning on a feature the
+    protocol does not list (delta-spark's ``assertTableFeaturesMatchMetadata``)."""
     check_readable(pm.protocol, table.table_root, version)
     check_schema(pm.metadata, metadata_source(table, pm), table.log_dir, version)
+    check_features_listed(pm.protocol, pm.metadata, table.table_root, version)
 
 
 def metadata_source(table: TableLog, pm: ProtocolAndMetadata) -> str:

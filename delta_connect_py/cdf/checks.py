@@ -25,6 +25,7 @@ from delta_connect_py.errors import (
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.actions import Metadata, Protocol
 from delta_connect_py.protocol.cdf import CommitChanges
+from delta_connect_py.protocol.feature_use import check_features_listed
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.schema_changes import batch_cdf_read_compatible
 
@@ -35,10 +36,21 @@ if TYPE_CHECKING:
 
 def check_protocols(path: str, changes: Iterable[CommitChanges]) -> None:
     """delta-spark's ``protocolRead`` on each protocol action of ``changes``: a range that
-    crosses an upgrade to a protocol this library cannot read fails, never returns rows."""
+    crosses an upgrade to a protocol this library cannot read fails, never returns rows. And
+    where the range itself gives both the protocol and the metadata in force after a commit
+    that changes either, that the protocol lists every feature the metadata turns on
+    (``feature_use``; the snapshots the reads build check the rest)."""
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
     for change in changes:
         if change.protocol is not None:
-            check_readable(Protocol.from_action(change.protocol), path, change.version)
+            protocol = Protocol.from_action(change.protocol)
+            check_readable(protocol, path, change.version)
+        if change.metadata is not None:
+            metadata = Metadata.from_action(change.metadata)
+        changed = change.protocol is not None or change.metadata is not None
+        if changed and protocol is not None and metadata is not None:
+            check_features_listed(protocol, metadata, path, change.version)
 
 
 def check_enabled(metadata: Metadata, version: int, start: int, end: int) -> None:

@@ -47,6 +47,7 @@ import pyspark.sql.connect.functions as F
 import pytest
 
 from delta_connect_py.errors import (
+    FeaturesProtocolMetadataMismatchError,
     TimestampEarlierThanCommitRetentionError,
     VersionNotFoundError,
 )
@@ -54,6 +55,7 @@ from delta_connect_py.history import HISTORY_COLUMNS
 from delta_connect_py.protocol.timestamps import format_timestamp_ms
 from delta_connect_py.table import DeltaTable
 from tests.integration.delta_spark.tables import OracleTable, OracleTables
+from tests.integration.feature_mismatch import write_table
 from tests.parquet_renaming import rewrite_with_renamed_columns
 
 pytestmark = pytest.mark.delta_spark
@@ -467,6 +469,23 @@ def test_damaged_newest_checkpoint_falls_back_like_delta_spark(
     expected = relocate(scanned(table.path, table.latest), table.path, copy)
     assert our_files(snapshot) == expected
     assert oracle_scanned_files(delta_spark, copy) == expected
+
+
+def test_metadata_turning_on_an_unlisted_feature_is_refused_like_delta_spark(
+    spark: Any, delta_spark: Any, tmp_path: Path
+) -> None:
+    """Column mapping turned on by the metadata, not listed in the table-features protocol (as
+    delta-rs 1.6 writes it): delta-spark refuses the snapshot, and so do we, with the same
+    error class and feature; listed, both read the same rows."""
+    refused = write_table(tmp_path / "unlisted")
+    with pytest.raises(
+        Exception, match=r"DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH.*columnMapping"
+    ):
+        delta_read(delta_spark, refused).collect()
+    with pytest.raises(FeaturesProtocolMetadataMismatchError, match="columnMapping"):
+        ours(spark, refused)
+    listed = write_table(tmp_path / "listed", list_column_mapping=True)
+    assert rows_of(ours(spark, listed).to_df()) == rows_of(delta_read(delta_spark, listed))
 
 
 def age_log_files(log: Path, up_to: int | None = None) -> float:
