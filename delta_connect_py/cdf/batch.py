@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from delta_connect_py import arguments
 from delta_connect_py.cdf.checks import (
     check_batch_range,
+    check_features_in_range,
     check_protocols,
     last_metadata,
     read_schema,
@@ -166,6 +167,7 @@ def _load_cdf(
     changes = read_commit_changes(table, files)
     check_protocols(table.table_root, changes)
     start_metadata = readable_start_metadata(table, listing, changes[0])
+    check_features_in_range(table, listing, changes, start_checked=True)
     end_metadata = last_metadata(start_metadata, changes)
     read = read_schema(table, listing, start_metadata, end_metadata, window.end, latest)
     bounds = (window.start, window.end)

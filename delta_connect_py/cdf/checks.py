@@ -1,7 +1,9 @@
 """What a change data feed range must satisfy before any row is read.
 
 Responsibility: delta-spark's checks of a CDF range: every protocol action readable
-(``DELTA_UNSUPPORTED_FEATURES_FOR_READ``), CDF enabled at the start and at every later
+(``DELTA_UNSUPPORTED_FEATURES_FOR_READ``), every protocol and metadata in force after a commit
+that changes either listing the features in use (``DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH``),
+CDF enabled at the start and at every later
 ``metaData`` (``DELTA_MISSING_CHANGE_DATA``), the batch read schema (``endVersion`` mode with
 column mapping at the start, end or latest version, else ``legacy``: the latest version's) and
 every schema change in range read-compatible with it
@@ -36,21 +38,37 @@ if TYPE_CHECKING:
 
 def check_protocols(path: str, changes: Iterable[CommitChanges]) -> None:
     """delta-spark's ``protocolRead`` on each protocol action of ``changes``: a range that
-    crosses an upgrade to a protocol this library cannot read fails, never returns rows. And
-    where the range itself gives both the protocol and the metadata in force after a commit
-    that changes either, that the protocol lists every feature the metadata turns on
-    (``feature_use``; the snapshots the reads build check the rest)."""
-    protocol: Protocol | None = None
-    metadata: Metadata | None = None
+    crosses an upgrade to a protocol this library cannot read fails, never returns rows."""
     for change in changes:
         if change.protocol is not None:
+            check_readable(Protocol.from_action(change.protocol), path, change.version)
+
+
+def check_features_in_range(
+    table: TableLog, listing: LogListing, changes: Sequence[CommitChanges], *, start_checked: bool
+) -> None:
+    """After each commit of ``changes`` that changes the protocol or the metadata, the
+    protocol in force lists every feature the metadata in force turns on (``feature_use``):
+    a range never returns rows read under metadata that delta-spark's snapshots refuse.
+
+    Where the range gives only one of the two (a metadata change before any protocol action of
+    the range), the snapshot at that version checks the pair and gives the other: one P&M job,
+    skipped for the first commit when ``start_checked`` (its snapshot was checked already).
+    """
+    protocol: Protocol | None = None
+    metadata: Metadata | None = None
+    for index, change in enumerate(changes):
+        if change.protocol is None and change.metadata is None:
+            continue
+        if change.protocol is not None:
             protocol = Protocol.from_action(change.protocol)
-            check_readable(protocol, path, change.version)
         if change.metadata is not None:
             metadata = Metadata.from_action(change.metadata)
-        changed = change.protocol is not None or change.metadata is not None
-        if changed and protocol is not None and metadata is not None:
-            check_features_listed(protocol, metadata, path, change.version)
+        if protocol is not None and metadata is not None:
+            check_features_listed(protocol, metadata, table.table_root, change.version)
+        elif not (index == 0 and start_checked):
+            in_force = snapshot_at(table, listing, change.version)
+            protocol, metadata = in_force.protocol, in_force.metadata
 
 
 def check_enabled(metadata: Metadata, version: int, start: int, end: int) -> None:

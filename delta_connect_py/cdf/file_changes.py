@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from delta_connect_py.cdf.checks import check_enabled, check_protocols
+from delta_connect_py.cdf.checks import check_enabled, check_features_in_range, check_protocols
 from delta_connect_py.cdf.commits import (
     commit_timestamps_ms,
     commits_by_version,
@@ -164,7 +164,9 @@ def _collect_file_changes(
     selected = file_changes(versions, from_version, from_index, limits, end_offset)
     # Like delta-spark's stream, which checks each protocol action as it reaches its commit.
     reached = max((f.version for f in selected), default=from_version)
-    check_protocols(table.table_root, [c for c in changes if c.version <= reached])
+    reached_changes = [c for c in changes if c.version <= reached]
+    check_protocols(table.table_root, reached_changes)
+    check_features_in_range(table, listing, reached_changes, start_checked=False)
     by_version = _metadata_by_version(from_version, start_metadata, changes)
     return FileChanges(selected, start_metadata, timestamps, start_metadata.id, by_version)
 
