@@ -42,7 +42,7 @@ _FEATURE_SWITCHES: dict[str, str] = {
     "delta.enableTypeWidening": "typeWidening",
 }
 _CHECK_CONSTRAINT_PREFIX = "delta.constraints."
-#: Field metadata keys: an invariant (on any field, nested ones too), and a generated or an
+#: Field metadata keys: an invariant (on any field, in nested structs too), and a generated or an
 #: identity column (top-level fields, as delta-spark looks for them).
 _INVARIANTS_KEY = "delta.invariants"
 _GENERATION_EXPRESSION_KEY = "delta.generationExpression"
@@ -155,13 +155,14 @@ def _children(data_type: Any) -> Iterator[Any]:
 
 
 def _all_fields(data_type: Any) -> Iterator[Mapping[str, Any]]:
-    """Every struct field at any depth (inside arrays and maps too)."""
-    if isinstance(data_type, Mapping):
-        for field in data_type.get("fields") or []:
-            if isinstance(field, Mapping):
-                yield field
-    for child in _children(data_type):
-        yield from _all_fields(child)
+    """Every struct field, nested structs' too; not those inside arrays and maps (delta-spark
+    looks for invariants so, without complex types)."""
+    if not isinstance(data_type, Mapping):
+        return
+    for field in data_type.get("fields") or []:
+        if isinstance(field, Mapping):
+            yield field
+            yield from _all_fields(field.get("type"))
 
 
 def _type_names(data_type: Any) -> Iterator[str]:

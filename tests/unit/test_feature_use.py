@@ -91,6 +91,15 @@ def test_the_schema_turns_features_on_by_types_and_field_metadata() -> None:
     }
 
 
+def test_an_invariant_inside_an_array_or_map_turns_nothing_on() -> None:
+    element = {"type": "struct", "fields": [_field("x", "int", {"delta.invariants": "{}"})]}
+    fields = [
+        _field("a", {"type": "array", "elementType": element, "containsNull": True}),
+        _field("m", {"type": "map", "keyType": "string", "valueType": element}),
+    ]
+    assert features_in_use(_metadata(fields=fields)) == set()
+
+
 def test_generated_and_identity_columns_count_only_at_the_top_level_and_whole() -> None:
     fields = [
         _field(
