@@ -69,7 +69,7 @@ def features_in_use(metadata: Metadata) -> set[str]:
         in_use.add("v2Checkpoint")
     if any(key.lower().startswith(_CHECK_CONSTRAINT_PREFIX) for key in configuration):
         in_use.add("checkConstraints")
-    return in_use | _schema_features(metadata.schema_json)
+    return in_use | _schema_features(_schema_json(metadata))
 
 
 def check_features_listed(protocol: Protocol, metadata: Metadata, path: str, version: int) -> None:
@@ -86,6 +86,16 @@ def check_features_listed(protocol: Protocol, metadata: Metadata, path: str, ver
         raise FeaturesProtocolMetadataMismatchError(
             path=path, version=version, features=", ".join(missing)
         )
+
+
+def _schema_json(metadata: Metadata) -> Mapping[str, Any]:
+    """The schema's JSON; empty when it is not JSON (``table_schema.check_schema`` refuses such
+    a schema where it matters, naming the file)."""
+    try:
+        schema = metadata.schema_json
+    except (ValueError, TypeError):
+        return {}
+    return schema if isinstance(schema, Mapping) else {}
 
 
 def _feature_name(listed: str) -> str:

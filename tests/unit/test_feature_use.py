@@ -114,8 +114,13 @@ def test_generated_and_identity_columns_count_only_at_the_top_level_and_whole() 
     assert features_in_use(_metadata(fields=fields)) == set()
 
 
-def test_a_metadata_without_a_schema_turns_on_only_its_properties() -> None:
-    metadata = Metadata(id="t", schema_string=None, configuration={"delta.appendOnly": "true"})
+@pytest.mark.parametrize("schema_string", [None, "{not json", "[1, 2]"])
+def test_a_metadata_without_a_schema_turns_on_only_its_properties(
+    schema_string: str | None,
+) -> None:
+    metadata = Metadata(
+        id="t", schema_string=schema_string, configuration={"delta.appendOnly": "true"}
+    )
     assert features_in_use(metadata) == {"appendOnly"}
 
 
