@@ -21,7 +21,7 @@ own error). Pure: no Spark, no I/O.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from delta_connect_py.errors import FeaturesProtocolMetadataMismatchError
 from delta_connect_py.protocol import properties as props
@@ -54,6 +54,7 @@ _IDENTITY_KEYS = (
 #: Types whose use anywhere in the schema turns their feature on.
 _TYPE_FEATURES = {"timestamp_ntz": "timestampNtz", "variant": "variantType"}
 _NAME_SUFFIXES = ("-preview", "-dev")
+_Value = TypeVar("_Value")
 
 
 def features_in_use(metadata: Metadata) -> set[str]:
@@ -61,11 +62,11 @@ def features_in_use(metadata: Metadata) -> set[str]:
     by metadata whose ``metadataRequiresFeatureToBeEnabled`` holds)."""
     configuration = metadata.configuration
     in_use = {feature for key, feature in _FEATURE_SWITCHES.items() if _is_true(configuration, key)}
-    if _is_true_with(props.change_data_feed_enabled, configuration):
+    if _setting_or(props.change_data_feed_enabled, configuration, False):
         in_use.add("changeDataFeed")
-    if _setting(props.column_mapping_mode, configuration, "none") != "none":
+    if _setting_or(props.column_mapping_mode, configuration, "none") != "none":
         in_use.add("columnMapping")
-    if _setting(props.checkpoint_policy, configuration, "classic") == "v2":
+    if _setting_or(props.checkpoint_policy, configuration, "classic") == "v2":
         in_use.add("v2Checkpoint")
     if any(key.lower().startswith(_CHECK_CONSTRAINT_PREFIX) for key in configuration):
         in_use.add("checkConstraints")
@@ -110,18 +111,10 @@ def _is_true(configuration: Mapping[str, str], key: str) -> bool:
     return value is not None and value.strip().lower() == "true"
 
 
-def _is_true_with(
-    read: Callable[[Mapping[str, str]], bool], configuration: Mapping[str, str]
-) -> bool:
-    try:
-        return read(configuration)
-    except ValueError:
-        return False
-
-
-def _setting(
-    read: Callable[[Mapping[str, str]], str], configuration: Mapping[str, str], default: str
-) -> str:
+def _setting_or(
+    read: Callable[[Mapping[str, str]], _Value], configuration: Mapping[str, str], default: _Value
+) -> _Value:
+    """``read(configuration)``, or ``default`` when the property is malformed."""
     try:
         return read(configuration)
     except ValueError:
