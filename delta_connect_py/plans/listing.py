@@ -242,6 +242,7 @@ def _scanned_pm_lines(rows: Sequence[Any]) -> ScannedPmLines | None:
         after_version=scans[0]["modificationTime"],
         newest_version=int(scans[0]["content"]),
         checkpoint_files=tuple(row["path"] for row in checkpoint),
+        checkpoint_schema=checkpoint[0]["content"] if checkpoint else None,
         rows=tuple(
             {
                 "version": row["modificationTime"],

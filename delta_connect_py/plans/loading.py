@@ -46,6 +46,7 @@ from delta_connect_py.plans.spark import (
     struct_fields,
     task_numbers,
     union_all,
+    with_known_schema,
 )
 from delta_connect_py.protocol.actions import (
     COMMIT_SCHEMA,
@@ -452,8 +453,11 @@ def read_by_text_source(files: Sequence[LogFile]) -> bool:
     )
 
 
-def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
-    """The raw rows of checkpoint files (parquet with their own schema, or V2 JSON)."""
+def read_checkpoint_files(
+    spark: SparkSession, files: Sequence[LogFile], footer_schema: StructType | None = None
+) -> DataFrame:
+    """The raw rows of checkpoint files (parquet with their own schema, or V2 JSON);
+    ``footer_schema``: the schema Spark would infer for parquet ``files``, when known."""
     escaped = [escape_glob(f.path) for f in files]
     identity = _content_identity(files)
     if files[0].name.endswith(".json"):
@@ -464,7 +468,7 @@ def read_checkpoint_files(spark: SparkSession, files: Sequence[LogFile]) -> Data
             .option("mode", "FAILFAST")
             .json(escaped)
         )
-    return read_parquet(spark, escaped, identity)
+    return read_parquet(spark, escaped, identity, footer_schema)
 
 
 def _check_file_paths_in_schema(schema: StructType, paths: Sequence[str]) -> None:
@@ -522,9 +526,13 @@ _footer_schemas: dict[tuple[str, tuple[object, ...]], StructType] = {}
 
 
 def read_parquet(
-    spark: SparkSession, paths: Sequence[str], identity: tuple[object, ...]
+    spark: SparkSession,
+    paths: Sequence[str],
+    identity: tuple[object, ...],
+    footer_schema: StructType | None = None,
 ) -> DataFrame:
-    """Parquet files read with the merge of their footers' schemas, inferred the first time only.
+    """Parquet files read with the merge of their footers' schemas, inferred the first time only
+    (not at all when ``footer_schema`` tells it), and known to the client.
 
     Parts of one checkpoint may carry different columns (a part without protocol rows may have
     no protocol column), hence the merge. Without a given schema the server infers it (a Spark
@@ -535,13 +543,16 @@ def read_parquet(
     session, as another session may be another server's file system.
     """
     key = (session_key(spark), identity)
-    schema = _footer_schemas.get(key)
+    schema = _footer_schemas.get(key) or footer_schema
     if schema is None:
         with raising_delta_errors(spark), _unreadable_footers_reported(paths):
             schema = strict_reader(spark).option("mergeSchema", "true").parquet(*paths).schema
+    if key not in _footer_schemas:
         _check_file_paths_in_schema(schema, paths)
         _remember(_footer_schemas, key, schema, MAX_FOOTER_SCHEMAS)
-    return strict_reader(spark).schema(schema).parquet(*paths)
+    # The read's schema is the one stated (Spark's parquet source shows every field nullable,
+    # as the footers' schema is here): the client need not ask for it.
+    return with_known_schema(strict_reader(spark).schema(schema).parquet(*paths), schema)
 
 
 #: Spark's failures to read a parquet footer, which name no file (the footers of a schema

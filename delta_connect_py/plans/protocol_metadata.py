@@ -128,6 +128,15 @@ class ScannedPmLines:
     rows: tuple[dict[str, Any], ...]
     #: The paths of the checkpoint files whose P&M the scan read (none: no checkpoint read).
     checkpoint_files: tuple[str, ...] = ()
+    #: The schema Spark would infer for those files, as a ``StructType``'s JSON, when the
+    #: listing's task could tell it (``worker.parquet_schema``).
+    checkpoint_schema: str | None = None
+
+    def footer_schema(self) -> StructType | None:
+        """``checkpoint_schema`` as a ``StructType``."""
+        if self.checkpoint_schema is None:
+            return None
+        return StructType.fromJson(json.loads(self.checkpoint_schema))
 
     def rows_for(self, segment: LogSegment) -> list[dict[str, Any]] | None:
         """The lines of ``segment``'s checkpoint and commits, when the scan read exactly what a
@@ -346,8 +355,10 @@ def protocol_and_metadata(
             if segment.checkpoint is not None and state_follows:
                 # The footers as the read would meet them: a damaged one fails here, where the
                 # caller reads around it, as it would fail the read (their schema is kept for
-                # the state's read of the checkpoint: no job more in all).
-                read_checkpoint_files(spark, segment.checkpoint.files)
+                # the state's read of the checkpoint: no job more in all; none at all when the
+                # listing's task could tell the schema).
+                footers = None if scanned is None else scanned.footer_schema()
+                read_checkpoint_files(spark, segment.checkpoint.files, footers)
             recovered = _recovered(protocol, metadata, ict, segment.version)
             listed = segment.checkpoint is not None
             return dataclasses.replace(recovered, from_listed_checkpoint=listed)

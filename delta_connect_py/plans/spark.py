@@ -277,6 +277,15 @@ def with_stated_schema(frame: DataFrame, schema: StructType) -> DataFrame:
     return selected
 
 
+def with_known_schema(frame: DataFrame, schema: StructType) -> DataFrame:
+    """``frame`` itself, its schema ``schema`` known to the client from now on (pyspark's
+    schema memo, where it has one): ``frame`` must have exactly that schema, as a read with a
+    stated all-nullable schema has."""
+    if hasattr(frame, "_cached_schema"):
+        frame._cached_schema = schema  # type: ignore[attr-defined]  # pyspark's schema memo
+    return frame
+
+
 def one_row(spark: SparkSession) -> DataFrame:
     """One row in one partition, for a Python task to run once."""
     return task_numbers(spark, 1)

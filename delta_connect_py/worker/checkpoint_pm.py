@@ -1,11 +1,13 @@
 """A parquet checkpoint's protocol and metaData actions, read with pyarrow in the listing's task.
 
-Responsibility: :func:`checkpoint_pm_lines` reads the ``protocol`` and ``metaData`` columns of a
+Responsibility: :func:`checkpoint_pm` reads the ``protocol`` and ``metaData`` columns of a
 local parquet checkpoint's top-level files (classic, multi-part, or a V2 checkpoint's top-level
 file: sidecars hold file actions only) and returns each action found as one JSON line, which
-the listing's query then parses as it parses commits' P&M lines. A snapshot of a checkpointed
-local log so takes its protocol and metadata from the listing's job, without a Spark read of
-its own. Row groups whose statistics say neither column has a value there are not read.
+the listing's query then parses as it parses commits' P&M lines, with the schema Spark would
+infer for the files (``worker.parquet_schema``). A snapshot of a checkpointed local log so takes
+its protocol and metadata from the listing's job, without a Spark read of its own, and reads the
+checkpoint without Spark's job inferring its schema. Row groups whose statistics say neither
+column has a value there are not read.
 
 Invariants: lines are returned only where the client's Spark read of the same files
 (``plans.protocol_metadata``) would find the same actions if it reads them: every footer
@@ -23,12 +25,14 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from delta_connect_py.protocol.actions import METADATA, PROTOCOL
+from delta_connect_py.worker.parquet_schema import spark_schema_json
 
 #: The checkpoint columns read, their protocol types, and the field whose value marks a row
 #: as holding that action (as the client's read tells them).
@@ -41,16 +45,34 @@ _ACTIONS: dict[str, tuple[pa.StructType, str]] = {
 PATHED_ACTIONS = ("add", "remove")
 
 
-def checkpoint_pm_lines(local_paths: Sequence[str]) -> list[str] | None:
-    """The protocol and metaData actions of the checkpoint files ``local_paths`` as JSON
-    lines (``{"protocol": {...}}``), in file order; None when they cannot be taken as the
-    client's Spark read would take them (see the module)."""
+@dataclass(frozen=True)
+class CheckpointPm:
+    """What the listing's task takes from a checkpoint's footers and P&M rows."""
+
+    #: The protocol and metaData actions as JSON lines (``{"protocol": {...}}``), in file
+    #: order.
+    lines: list[str]
+    #: The schema Spark's parquet source would infer for the files, as a ``StructType``'s JSON
+    #: (``worker.parquet_schema``); None when only Spark can tell.
+    spark_schema: str | None
+
+
+def checkpoint_pm(local_paths: Sequence[str]) -> CheckpointPm | None:
+    """The P&M and the Spark schema of the checkpoint files ``local_paths``; None when the
+    P&M cannot be taken as the client's Spark read would take them (see the module)."""
     try:
         with contextlib.ExitStack() as opened:
             files = [opened.enter_context(pq.ParquetFile(path)) for path in local_paths]
-            return _pm_lines(files)
+            lines = _pm_lines(files)
+            return None if lines is None else CheckpointPm(lines, spark_schema_json(files))
     except (OSError, ValueError, TypeError, pa.ArrowException):
         return None
+
+
+def checkpoint_pm_lines(local_paths: Sequence[str]) -> list[str] | None:
+    """``checkpoint_pm``'s lines alone."""
+    found = checkpoint_pm(local_paths)
+    return None if found is None else found.lines
 
 
 def _pm_lines(files: Sequence[pq.ParquetFile]) -> list[str] | None:

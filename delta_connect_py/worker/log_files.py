@@ -31,7 +31,7 @@ from delta_connect_py.protocol.last_checkpoint import (
     parse_last_checkpoint,
 )
 from delta_connect_py.protocol.segment import CheckpointChoice, complete_checkpoints
-from delta_connect_py.worker.checkpoint_pm import checkpoint_pm_lines
+from delta_connect_py.worker.checkpoint_pm import checkpoint_pm
 from delta_connect_py.worker.failures import WorkerFailure
 from delta_connect_py.worker.line_checks import (
     LINE_PROBLEM_COLUMN,
@@ -60,6 +60,7 @@ PM_LINE = -6
 PM_SCAN = -7
 #: The ``length`` of a listing row naming (``path``) a file of the checkpoint whose P&M the
 #: scan read, of the version in ``modificationTime``; its ``PM_LINE`` rows have that version.
+#: The first one's ``content`` is the schema Spark would infer for the files (JSON), or null.
 PM_CHECKPOINT = -8
 
 #: The row layout shared with the log listing, so both arrive in one collect.
@@ -306,22 +307,23 @@ def pm_scan_rows(scan: PmLinesScan, log_dir: str, files: Sequence[tuple[str, Any
 def _checkpoint_pm_rows(
     checkpoint: CheckpointChoice, files: Sequence[tuple[str, Any]]
 ) -> list[Any]:
-    """The ``PM_CHECKPOINT`` rows naming a parquet ``checkpoint``'s files, then its P&M
-    actions as ``PM_LINE`` rows; none when they cannot be read as the client would."""
+    """The ``PM_CHECKPOINT`` rows naming a parquet ``checkpoint``'s files (the first one's
+    ``content``: the schema Spark would infer for them, when known), then its P&M actions as
+    ``PM_LINE`` rows; none when they cannot be read as the client would."""
     if checkpoint.files[0].name.endswith(".json"):
         return []
     local_paths = {path: info.path for path, info in files}
     paths = [f.path for f in checkpoint.files]
-    lines = checkpoint_pm_lines([local_paths[path] for path in paths])
-    if lines is None:
+    found = checkpoint_pm([local_paths[path] for path in paths])
+    if found is None:
         return []
     named = [
         {"path": path, "length": PM_CHECKPOINT, "modificationTime": checkpoint.version}
         for path in paths
     ]
+    named[0]["content"] = found.spark_schema
     line_row = {"path": paths[0], "length": PM_LINE, "modificationTime": checkpoint.version}
-    found = [{**line_row, "content": line} for line in lines]
-    return named + found
+    return named + [{**line_row, "content": line} for line in found.lines]
 
 
 def _checked_lines(request: CommitLinesRead, version: int, path: str) -> list[str] | None:

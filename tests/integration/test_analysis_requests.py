@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyspark.sql.connect.functions as F
 import pytest
+from deltalake import DeltaTable as RsTable
 from deltalake import write_deltalake
 
 from delta_connect_py import DeltaTable
@@ -105,6 +106,23 @@ def test_a_fresh_state_without_a_checkpoint_needs_no_analysis(
     state = DeltaTable.for_path(spark, str(path), snapshot_cache=False).snapshot().state
     assert schema_requests == []
     assert state.num_of_files == commits
+
+
+def test_a_fresh_state_of_a_checkpointed_table_needs_no_analysis(
+    spark: Any, schema_requests: list[object], tmp_path: Path
+) -> None:
+    """The listing's worker tells the checkpoint's schema from its footers: no request, and no
+    job, infers it (``worker.parquet_schema``)."""
+    path = tmp_path / "t"
+    for version in range(3):
+        write_deltalake(str(path), pa.table({"id": [version]}), mode="append")
+    RsTable(str(path)).create_checkpoint()
+    write_deltalake(str(path), pa.table({"id": [3]}), mode="append")
+    table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
+    state = table.snapshot().state
+    assert schema_requests == []
+    assert state.num_of_files == 4
+    assert table.snapshot().all_files().count() == 4
 
 
 def test_a_stated_schema_leaves_nested_values_as_they_are(
