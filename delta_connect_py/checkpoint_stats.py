@@ -191,15 +191,14 @@ def stats_parsed(stats: Column, schema: StructType) -> Column:
 
 
 def partition_values_parsed(
-    partition_values: Column, schema: StructType, partition_columns: Sequence[str]
+    partition_values: Column, fields: Sequence[StructField]
 ) -> Column | None:
-    """The typed partition values struct, or None for an unpartitioned table."""
-    if not partition_columns:
+    """The typed partition values struct of the partition columns' ``fields``, or None for an
+    unpartitioned table."""
+    if not fields:
         return None
-    by_name = {field.name.lower(): field for field in schema.fields}
     values = []
-    for name in partition_columns:
-        field = by_name[name.lower()]
+    for field in fields:
         key = physical_name(field)
         # try_cast: under ANSI mode a plain cast of an unparsable value fails the whole write.
         raw = partition_values.getItem(key)

@@ -102,6 +102,7 @@ from delta_connect_py.protocol.staging import (
 )
 from delta_connect_py.snapshot import now_ms, snapshot_of
 from delta_connect_py.spark_failures import translate_server_error
+from delta_connect_py.table_schema import partition_fields
 from delta_connect_py.worker.checkpoint_files import (
     DELETED_SCHEMA,
     PUBLISHED_SCHEMA,
@@ -278,8 +279,14 @@ def checkpoint_add(snapshot: Snapshot, parsed_type: StructType | None) -> Column
     """
     add = F.col("add")
     if parsed_type is not None:
-        schema, partitions = snapshot.schema, snapshot.partition_columns
-        typed_values = partition_values_parsed(F.col("add.partitionValues"), schema, partitions)
+        fields = partition_fields(
+            snapshot.schema,
+            snapshot.partition_columns,
+            snapshot.table.table_root,
+            snapshot.version,
+            ignore_case=True,
+        )
+        typed_values = partition_values_parsed(F.col("add.partitionValues"), fields)
         if typed_values is not None:
             # when(): a nullable struct, like every checkpoint field.
             typed_values = F.when(F.col("add.path").isNotNull(), typed_values)

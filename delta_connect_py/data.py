@@ -67,7 +67,7 @@ from delta_connect_py.protocol.file_filters import (
 )
 from delta_connect_py.protocol.properties import column_mapping_mode
 from delta_connect_py.spark_failures import caused_by, translate_server_error
-from delta_connect_py.table_schema import require_columns
+from delta_connect_py.table_schema import partition_fields, require_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -243,8 +243,8 @@ def _field_id_metadata(field: StructField) -> dict[str, Any]:
 
 
 def _partition_fields(snapshot: SnapshotView) -> list[StructField]:
-    by_name = {f.name: f for f in snapshot.schema.fields}
-    return [by_name[name] for name in snapshot.partition_columns]
+    table = snapshot.table.table_root
+    return partition_fields(snapshot.schema, snapshot.partition_columns, table, snapshot.version)
 
 
 def _data_fields(snapshot: SnapshotView) -> list[StructField]:
@@ -573,6 +573,7 @@ def snapshot_to_df(
     A malformed ``filter`` or ``columns`` is ``DELTA_CONNECT_INVALID_ARGUMENT``, before any job.
     """
     require_columns(snapshot.schema, snapshot.table.table_root, snapshot.version)
+    _partition_fields(snapshot)  # every partition column in the schema, before any job
     disjunction = parse_filter(filter, "to_df")
     columns = arguments.columns("to_df", columns)
     if columns is not None:

@@ -306,6 +306,16 @@ class ReadTableWithoutColumnsError(DeltaError):
     )
 
 
+class PartitionColumnNotFoundError(DeltaError):
+    error_class = "DELTA_PARTITION_COLUMN_NOT_FOUND"
+    template = (
+        "Partition column {column} not found in schema [{schema}] of Delta table {table} at "
+        "version {version}: its metaData names a partition column its schema does not have, so "
+        "its rows cannot be read nor a checkpoint written. Its state, files and history() can "
+        "be read as they are; the writer that wrote this metaData must repair it."
+    )
+
+
 class DeletionVectorInvalidError(DeltaError):
     error_class = "DELTA_DELETION_VECTOR_INVALID"
     template = (

@@ -12,7 +12,9 @@ not know may be one the server knows; reader features gate new types), only when
 parsed. A metaData without ``schemaString`` (delta-spark's own test tables write some) passes
 the check and has the empty schema, as delta-spark gives it (its ``Metadata.schema``): its state,
 history and checkpoints are read and written; its rows are ``DELTA_READ_TABLE_WITHOUT_COLUMNS``
-(``require_columns``), as delta-spark refuses to read them.
+(``require_columns``), as delta-spark refuses to read them. A partition column the schema does
+not have leaves the state, files and history readable, and its rows and checkpoints
+``DELTA_PARTITION_COLUMN_NOT_FOUND`` (``partition_fields``).
 """
 
 from __future__ import annotations
@@ -20,11 +22,17 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.types import StructType
+from pyspark.sql.types import StructField, StructType
 
-from delta_connect_py.errors import CorruptLogFileError, ReadTableWithoutColumnsError
+from delta_connect_py.errors import (
+    CorruptLogFileError,
+    PartitionColumnNotFoundError,
+    ReadTableWithoutColumnsError,
+)
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from delta_connect_py.protocol.actions import Metadata
 
 
@@ -45,6 +53,34 @@ def require_columns(schema: StructType, table: str, version: int) -> None:
     no column: there are no rows to read (delta-spark refuses likewise)."""
     if not schema.fields:
         raise ReadTableWithoutColumnsError(table=table, version=version)
+
+
+def partition_fields(
+    schema: StructType,
+    partition_columns: Sequence[str],
+    table: str,
+    version: int,
+    *,
+    ignore_case: bool = False,
+) -> list[StructField]:
+    """The fields of ``schema`` (of ``table`` at ``version``) that ``partition_columns`` name,
+    by exact name as delta-spark's reads match them (``ignore_case``: as a checkpoint's typed
+    partition values match them); ``DELTA_PARTITION_COLUMN_NOT_FOUND`` for a name the schema
+    does not have (delta-spark's reads and checkpoints fail on it too)."""
+
+    def key(name: str) -> str:
+        return name.lower() if ignore_case else name
+
+    by_name = {key(field.name): field for field in schema.fields}
+    for column in partition_columns:
+        if key(column) not in by_name:
+            raise PartitionColumnNotFoundError(
+                column=column,
+                schema=", ".join(schema.fieldNames())[:500],
+                table=table,
+                version=version,
+            )
+    return [by_name[key(column)] for column in partition_columns]
 
 
 def check_schema(metadata: Metadata, source: str, log_dir: str, version: int) -> None:

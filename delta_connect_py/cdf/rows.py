@@ -50,7 +50,7 @@ from delta_connect_py.protocol.cdf import (
 from delta_connect_py.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
 )
-from delta_connect_py.table_schema import parsed_schema, require_columns
+from delta_connect_py.table_schema import parsed_schema, partition_fields, require_columns
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -261,9 +261,12 @@ def changes_frame(
     result_schema = cdf_schema(schema)
     if not entries:
         return spark.createDataFrame([], result_schema)
-    require_columns(schema, table_root, max(entry.version for entry in entries))
+    version = max(entry.version for entry in entries)
+    require_columns(schema, table_root, version)
     partitions = metadata.partition_columns
-    by_name = {f.name: f for f in schema.fields}
+    partition_keys = [
+        physical_name(field) for field in partition_fields(schema, partitions, table_root, version)
+    ]
     data_fields = [f for f in schema.fields if f.name not in set(partitions)]
     read_schema = _parquet_schema(spark, data_fields, metadata)
     locations = sorted({e.location for e in entries})
@@ -276,7 +279,6 @@ def changes_frame(
         file_key_column(F.col("_metadata.file_path")).alias(_KEY),
         F.col("_metadata.row_index").alias(_ROW),
     )
-    partition_keys = [physical_name(by_name[name]) for name in partitions]
     files = _files_frame(spark, entries, partition_keys)
     joined = data.join(F.broadcast(files), on=_KEY)
     if any(e.include_dv is not None or e.exclude_dv is not None for e in entries):

@@ -7,9 +7,12 @@ Invariants: recognition looks only at the base name (text after the last ``/``) 
 it whole; anything that is not a commit, checkpoint, compaction or version checksum
 (``_last_checkpoint``, temporary files, Hadoop ``.crc`` side files, sidecars) yields ``None``,
 as does a compaction whose start is after its end or a multi-part name whose part is outside
-``1..num_parts``. Versions are any run of digits, as delta-spark's ``(\\d+)`` accepts; names we
-build are zero padded to 20 digits (versions) and 10 digits (checkpoint part numbers). A
-compaction file's ``version`` is its END version, like delta-spark's ``getFileVersion``.
+``1..num_parts``. A version is exactly 20 digits, as the protocol names files and delta-rs and
+Delta Kernel read them: another run of digits (``000000000000000000014.json``) is not a log file
+(delta-spark's ``\\d+`` takes such a name or not depending on where its lexicographic listing
+starts, and then misorders it). Names we build are zero padded to 20 digits (versions) and 10
+digits (checkpoint part numbers). A compaction file's ``version`` is its END version, like
+delta-spark's ``getFileVersion``.
 """
 
 from __future__ import annotations
@@ -18,12 +21,13 @@ import enum
 import re
 from dataclasses import dataclass
 
-_COMMIT = re.compile(r"(\d+)\.json")
-_COMPACTION = re.compile(r"(\d+)\.(\d+)\.compacted\.json")
-_CHECKSUM = re.compile(r"(\d+)\.crc")
-_CLASSIC_CHECKPOINT = re.compile(r"(\d+)\.checkpoint\.parquet")
-_MULTIPART_CHECKPOINT = re.compile(r"(\d+)\.checkpoint\.(\d+)\.(\d+)\.parquet")
-_UUID_CHECKPOINT = re.compile(r"(\d+)\.checkpoint\.([^.]+)\.(json|parquet)")
+_VERSION = r"(\d{20})"
+_COMMIT = re.compile(rf"{_VERSION}\.json")
+_COMPACTION = re.compile(rf"{_VERSION}\.{_VERSION}\.compacted\.json")
+_CHECKSUM = re.compile(rf"{_VERSION}\.crc")
+_CLASSIC_CHECKPOINT = re.compile(rf"{_VERSION}\.checkpoint\.parquet")
+_MULTIPART_CHECKPOINT = re.compile(rf"{_VERSION}\.checkpoint\.(\d+)\.(\d+)\.parquet")
+_UUID_CHECKPOINT = re.compile(rf"{_VERSION}\.checkpoint\.([^.]+)\.(json|parquet)")
 
 
 class LogFileKind(enum.Enum):

@@ -344,9 +344,8 @@ MAX_LISTED_CHECKSUM_BYTES = 1 << 20
 
 def _newest_checksum(infos: list[Any]) -> Any:
     """The file info of the newest ``<version>.crc`` when small enough to travel, else None."""
-    checksums = [
-        info for info in infos if info.base_name.endswith(".crc") and info.base_name[:-4].isdigit()
-    ]
+    checksums = [info for info in infos if parse_log_file(info.base_name, 0, 0) is not None]
+    checksums = [info for info in checksums if info.base_name.endswith(".crc")]
     if not checksums:
         return None
     newest = max(checksums, key=lambda info: int(info.base_name[:-4]))

@@ -14,6 +14,7 @@ change data feed would read that does not exist (a damaged path) is
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from collections.abc import Callable, Iterator
@@ -26,7 +27,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from delta_connect_py import DeltaTable
-from delta_connect_py.errors import CorruptLogFileError, DeltaError, FileReferencedNotFoundError
+from delta_connect_py.errors import (
+    CorruptLogFileError,
+    DeltaError,
+    FileReferencedNotFoundError,
+    PartitionColumnNotFoundError,
+)
 from delta_connect_py.plans.loading import MAX_FILES_FOR_JSON_SOURCE
 from tests.conftest import CONFORMANCE
 from tests.fuzz import damaged_logs as fuzz
@@ -338,3 +344,50 @@ def test_a_session_skipping_unreadable_files_reads_a_damaged_checkpoint_as_any_s
             return type(error).__name__
 
     assert outcome(skipping_spark) == outcome(spark)
+
+
+@pytest.mark.parametrize("digits", [19, 21])
+def test_a_commit_name_without_twenty_digits_is_not_a_commit(
+    spark: Any, conformance_table: Any, digits: int
+) -> None:
+    """A stray copy of the newest commit under a name of another width is not version 14: the
+    protocol names commits with 20 digits (delta-rs ignores it too; delta-spark takes it or not
+    depending on where its listing starts). Nor is it checkpointed as such."""
+    name = "golden/basic-with-inserts-deletes-checkpoint/delta"
+    path = conformance_table(name)
+    log = path / "_delta_log"
+    shutil.copy(log / f"{13:020d}.json", log / f"{14:0{digits}d}.json")
+    table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
+    pristine = DeltaTable.for_path(spark, str(CONFORMANCE / name), snapshot_cache=False)
+    snapshot = table.snapshot()
+    assert snapshot.version == 13
+    assert snapshot.state == pristine.snapshot().state
+    assert sorted(row["version"] for row in table.history().collect()) == list(range(14))
+    assert table.create_checkpoint().version == 13
+    assert not (log / f"{14:020d}.checkpoint.parquet").exists()
+
+
+def test_a_partition_column_missing_from_the_schema_is_refused_for_rows_and_checkpoints(
+    spark: Any, conformance_table: Any
+) -> None:
+    """A metaData naming a partition column its schema lacks: the state, files and history
+    read as they are (delta-spark's DESCRIBE DETAIL answers too); rows and a checkpoint, which
+    need the column's type, are DELTA_PARTITION_COLUMN_NOT_FOUND naming it, and nothing is
+    written."""
+    path = conformance_table("delta-rs/simple_table/delta")
+    first = path / "_delta_log" / f"{0:020d}.json"
+    actions = [json.loads(line) for line in first.read_text().splitlines()]
+    for action in actions:
+        if "metaData" in action:
+            action["metaData"]["partitionColumns"] = ["nope"]
+    first.write_text("".join(json.dumps(action) + "\n" for action in actions))
+    before = sorted(p.name for p in (path / "_delta_log").iterdir())
+    table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
+    snapshot = table.snapshot()
+    assert snapshot.state.num_of_files == snapshot.all_files().count() > 0
+    assert table.history().count() == snapshot.version + 1
+    with pytest.raises(PartitionColumnNotFoundError, match="nope"):
+        snapshot.to_df()
+    with pytest.raises(PartitionColumnNotFoundError, match="nope"):
+        table.create_checkpoint()
+    assert sorted(p.name for p in (path / "_delta_log").iterdir()) == before

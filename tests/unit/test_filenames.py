@@ -28,11 +28,22 @@ def test_commit() -> None:
     assert (f.part, f.num_parts, f.start_version) == (None, None, None)
 
 
-def test_any_digit_run_is_a_version() -> None:
-    f = parse_log_file("7.json", 1, 1)
-    assert f is not None and f.version == 7
-    big = parse_log_file("123456789012345678901.json", 1, 1)
-    assert big is not None and big.version == 123456789012345678901
+@pytest.mark.parametrize(
+    "name",
+    [
+        "7.json",
+        "000000000000000000014.json",  # 21 digits: a stray copy, not version 14
+        "0000000000000000014.json",
+        "0000000000000000010.checkpoint.parquet",
+        "000000000000000000010.checkpoint.0000000001.0000000001.parquet",
+        f"0000000000000000006.checkpoint.{UUID}.json",
+        "0000000000000000003.crc",
+        "00000000000000000004.0000000000000000009.compacted.json",
+    ],
+)
+def test_only_twenty_digit_versions_name_log_files(name: str) -> None:
+    """As the protocol names them, and delta-rs and Delta Kernel read them."""
+    assert parse_log_file(f"/t/_delta_log/{name}", 1, 1) is None
 
 
 def test_classic_checkpoint() -> None:

@@ -127,7 +127,9 @@ def test_types_whose_spark_type_no_setting_changes_convert(
         pytest.param(pa.array([_UTC], pa.timestamp("ns", tz="UTC")), id="nanoseconds"),
         pytest.param(pa.array([datetime.time(1, 2)], pa.time64("us")), id="time"),
         pytest.param(pa.array([None], pa.null()), id="null"),
-        pytest.param(pa.array([{"a": [b"x"]}], pa.struct([("a", pa.list_(pa.binary()))])), id="deep"),
+        pytest.param(
+            pa.array([{"a": [b"x"]}], pa.struct([("a", pa.list_(pa.binary()))])), id="deep"
+        ),
     ],
 )
 def test_other_types_are_left_to_spark(tmp_path: Path, values: pa.Array) -> None:
