@@ -12,9 +12,10 @@ not know may be one the server knows; reader features gate new types), only when
 parsed. A metaData without ``schemaString`` (delta-spark's own test tables write some) passes
 the check and has the empty schema, as delta-spark gives it (its ``Metadata.schema``): its state,
 history and checkpoints are read and written; its rows are ``DELTA_READ_TABLE_WITHOUT_COLUMNS``
-(``require_columns``), as delta-spark refuses to read them. A partition column the schema does
-not have leaves the state, files and history readable, and its rows and checkpoints
-``DELTA_PARTITION_COLUMN_NOT_FOUND`` (``partition_fields``).
+(``require_columns``), as delta-spark refuses to read them. Without column mapping (mode
+``none``), the parsed schema carries no column mapping field metadata: names are physical names.
+A partition column the schema does not have leaves the state, files and history readable, and
+its rows and checkpoints ``DELTA_PARTITION_COLUMN_NOT_FOUND`` (``partition_fields``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
 from delta_connect_py.errors import (
     CorruptLogFileError,
@@ -43,9 +44,54 @@ def parsed_schema(metadata: Metadata, source: str, log_dir: str, version: int | 
     if not metadata.schema_string:
         return StructType([])
     try:
-        return StructType.fromJson(metadata.schema_json)
+        schema = StructType.fromJson(metadata.schema_json)
     except Exception as error:  # json, KeyError, TypeError, PySparkValueError: all "not one"
         raise _not_a_schema(source, log_dir, version, f"{type(error).__name__}: {error}") from None
+    if _COLUMN_MAPPING_PREFIX in metadata.schema_string and not _maps_columns(metadata):
+        return without_column_mapping(schema)  # type: ignore[return-value]
+    return schema
+
+
+#: The field metadata keys of column mapping (``physicalName``, ``id``, ``nested.ids``).
+_COLUMN_MAPPING_PREFIX = "delta.columnMapping."
+
+
+def _maps_columns(metadata: Metadata) -> bool:
+    """Whether ``metadata`` turns column mapping on (``id`` or ``name`` mode; a mode that is
+    neither counts as on, for the snapshot's checks to judge)."""
+    mode = metadata.configuration.get("delta.columnMapping.mode", "none")
+    return mode.strip().lower() != "none"
+
+
+def without_column_mapping(data_type: DataType) -> DataType:
+    """``data_type`` with no field's column mapping metadata: without column mapping a column's
+    physical name is its name (delta-spark reads so, whatever the schema's field metadata
+    says, e.g. after the mode was taken out of the configuration)."""
+    if isinstance(data_type, StructType):
+        return StructType(
+            [
+                StructField(
+                    field.name,
+                    without_column_mapping(field.dataType),
+                    field.nullable,
+                    {
+                        key: value
+                        for key, value in (field.metadata or {}).items()
+                        if not key.startswith(_COLUMN_MAPPING_PREFIX)
+                    },
+                )
+                for field in data_type.fields
+            ]
+        )
+    if isinstance(data_type, ArrayType):
+        return ArrayType(without_column_mapping(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(
+            without_column_mapping(data_type.keyType),
+            without_column_mapping(data_type.valueType),
+            data_type.valueContainsNull,
+        )
+    return data_type
 
 
 def require_columns(schema: StructType, table: str, version: int) -> None:

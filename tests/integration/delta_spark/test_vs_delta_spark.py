@@ -33,6 +33,7 @@ Known differences (kept visible, not hidden):
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -54,6 +55,7 @@ from delta_connect_py.errors import (
 from delta_connect_py.history import HISTORY_COLUMNS
 from delta_connect_py.protocol.timestamps import format_timestamp_ms
 from delta_connect_py.table import DeltaTable
+from tests.conftest import CONFORMANCE
 from tests.integration.delta_spark.tables import OracleTable, OracleTables
 from tests.integration.feature_mismatch import write_table
 from tests.parquet_renaming import rewrite_with_renamed_columns
@@ -595,3 +597,25 @@ def test_delta_spark_reads_the_compat_checkpoint_of_our_cleanup(
     expected = relocate(scanned(table.path, table.latest), table.path, copy)
     assert oracle_scanned_files(delta_spark, copy) == expected
     assert our_files(ours(spark, copy)) == expected
+
+
+def test_physical_names_without_column_mapping_mode_are_ignored_like_delta_spark(
+    spark: Any, delta_spark: Any, tmp_path: Path
+) -> None:
+    """A column-mapped table whose metaData lost ``delta.columnMapping.mode`` (its schema keeps
+    the physical names): without column mapping a column's physical name is its name, so
+    delta-spark reads the data files' columns by the logical names (none there: nulls), and so
+    do we; the files and row count are unchanged."""
+    copy = copy_table(
+        CONFORMANCE / "golden/table-with-columnmapping-mode-name/delta", tmp_path / "t"
+    )
+    commit = copy / "_delta_log" / f"{0:020d}.json"
+    actions = [json.loads(line) for line in commit.read_text().splitlines()]
+    for action in actions:
+        if "metaData" in action:
+            assert action["metaData"]["configuration"].pop("delta.columnMapping.mode") == "name"
+    commit.write_text("".join(json.dumps(action) + "\n" for action in actions))
+    expected = rows_of(delta_read(delta_spark, copy))
+    got = rows_of(ours(spark, copy).to_df())
+    assert got == expected
+    assert len(got) > 0 and all(value is None for row in got for value in row[:2])
