@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from delta_connect_py.errors import StateRecoverError
+from delta_connect_py.errors import CorruptLogFileError, StateRecoverError
 from delta_connect_py.plans.action_lines import invalid_line_reason
 from delta_connect_py.plans.loading import (
     BYTES_PER_FILTERED_READ_TASK,
@@ -342,6 +342,7 @@ def protocol_and_metadata(
         if from_checksum is None:
             from_checksum = _from_checksum(spark, segment.checksum)
         if from_checksum is not None:
+            _check_checksum_repeats_log(from_checksum, scanned, segment, log_dir)
             return from_checksum
     if previous is not None:
         segment = dataclasses.replace(segment, checkpoint=None)
@@ -366,6 +367,34 @@ def protocol_and_metadata(
     with malformed_commits_reported(spark, segment.commits, log_dir, PM_LINE_SCHEMA):
         rows = collect(_log_rows(spark, segment, log_dir), reads_files=reads_files)
     return _recovered(*_newest(rows, previous, segment.version), segment.version)
+
+
+def _check_checksum_repeats_log(
+    from_checksum: ProtocolAndMetadata,
+    scanned: ScannedPmLines | None,
+    segment: LogSegment,
+    log_dir: str,
+) -> None:
+    """A version checksum only repeats the log's P&M: where the listing brought the log's own
+    for the segment (a local log), they must be equal, else the checksum is
+    ``DELTA_CORRUPT_LOG_FILE``. A damaged checksum must not decide how rows are read (their
+    schema, partition columns, features); delta-spark refuses such a table too, when it checks
+    its state against the checksum."""
+    rows = None if scanned is None else scanned.rows_for(segment)
+    if rows is None:
+        return
+    protocol, metadata, _ = _newest(rows, None, segment.version)
+    if protocol is None or metadata is None:
+        return  # the log's own read will say what is missing
+    from_log = _recovered(protocol, metadata, None, segment.version)
+    for name, found in (("protocol", from_log.protocol), ("metadata", from_log.metadata)):
+        if found != getattr(from_checksum, name):
+            raise CorruptLogFileError(
+                file=from_checksum.source,
+                path=log_dir,
+                reason=f"its {name} is not the log's at version {segment.version} (a version "
+                "checksum only repeats the log: deleting it loses nothing)",
+            )
 
 
 def _newest(

@@ -391,3 +391,27 @@ def test_a_partition_column_missing_from_the_schema_is_refused_for_rows_and_chec
     with pytest.raises(PartitionColumnNotFoundError, match="nope"):
         table.create_checkpoint()
     assert sorted(p.name for p in (path / "_delta_log").iterdir()) == before
+
+
+@pytest.mark.parametrize("damage", ["protocol", "partition_columns"])
+def test_a_version_checksum_that_is_not_the_logs_is_refused(
+    spark: Any, conformance_table: Any, damage: str
+) -> None:
+    """The snapshot takes its P&M from the newest version checksum; one whose protocol or
+    metadata is not the log's would decide how rows are read. It is DELTA_CORRUPT_LOG_FILE
+    naming the checksum (delta-spark refuses such a table when it checks its state); without
+    the checksum the table reads as it is."""
+    path = conformance_table("kernel/crc-full/delta")
+    checksum = path / "_delta_log" / f"{0:020d}.crc"
+    content = json.loads(checksum.read_text())
+    if damage == "protocol":
+        content["protocol"] = {"minReaderVersion": 1, "minWriterVersion": 2}
+    else:
+        content["metadata"]["partitionColumns"] = ["id"]
+    checksum.write_text(json.dumps(content))
+    table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
+    with pytest.raises(CorruptLogFileError, match=r"00000000000000000000\.crc"):
+        table.snapshot()
+    checksum.unlink()
+    pristine = DeltaTable.for_path(spark, str(CONFORMANCE / "kernel/crc-full/delta"))
+    assert table.snapshot().state == pristine.snapshot().state
