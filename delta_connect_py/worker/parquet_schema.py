@@ -27,10 +27,22 @@ import pyarrow.parquet as pq
 
 #: Digits each physical type holds as a decimal (Spark refuses more).
 _DECIMAL_DIGITS = {"INT32": 9, "INT64": 18, "FIXED_LEN_BYTE_ARRAY": 38, "BYTE_ARRAY": 38}
-_SIGNED_INTS = {("INT32", 8): "byte", ("INT32", 16): "short", ("INT32", 32): "integer"}
-_SIGNED_INTS[("INT64", 64)] = "long"
-_PLAIN = {"BOOLEAN": "boolean", "INT32": "integer", "INT64": "long", "FLOAT": "float"}
-_PLAIN["DOUBLE"] = "double"
+#: Spark's types of signed integer columns, by physical type and bit width.
+_SIGNED_INTS = {
+    ("INT32", 8): "byte",
+    ("INT32", 16): "short",
+    ("INT32", 32): "integer",
+    ("INT64", 64): "long",
+}
+#: Spark's types of columns without a logical type (plain binary is left out: see the module).
+_PLAIN = {
+    "BOOLEAN": "boolean",
+    "INT32": "integer",
+    "INT64": "long",
+    "FLOAT": "float",
+    "DOUBLE": "double",
+}
+_TIMESTAMP_UNITS = ("milliseconds", "microseconds")
 _FIELD_ID = b"PARQUET:field_id"
 
 
@@ -153,6 +165,3 @@ def _leaf_type(leaf: Any) -> str:
     if utc_timestamp and physical == "INT64" and logical["timeUnit"] in _TIMESTAMP_UNITS:
         return "timestamp"
     raise _Unsupported(f"{physical} {kind}")
-
-
-_TIMESTAMP_UNITS = ("milliseconds", "microseconds")
