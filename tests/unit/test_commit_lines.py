@@ -175,6 +175,10 @@ def test_local_listing_brings_only_the_newest_small_checksum(tmp_path: Path) -> 
     contents = {row["path"].rsplit("/", 1)[-1]: row["content"] for row in rows}
     assert contents[f"{10:020d}.crc"] == '{"v":10}'
     assert contents[f"{1:020d}.crc"] is None and contents[f"{2:020d}.crc"] is None
+    (log / f"{11:021d}.crc").write_text('{"v":11}')  # not a version checksum's name
+    rows = [row for out in list_local_log(request, None, []) for row in out.to_pylist()]
+    contents = {row["path"].rsplit("/", 1)[-1]: row["content"] for row in rows}
+    assert contents[f"{10:020d}.crc"] == '{"v":10}' and contents[f"{11:021d}.crc"] is None
     (log / f"{11:020d}.crc").write_text("x" * (MAX_LISTED_CHECKSUM_BYTES + 1))
     rows = [row for out in list_local_log(request, None, []) for row in out.to_pylist()]
     assert all(row["content"] is None for row in rows if row["path"].endswith(".crc"))
