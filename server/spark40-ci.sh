@@ -31,7 +31,8 @@ server_pin="pyspark[connect]==4.0.*"
 client_pin="pyspark-client==4.0.*"
 
 # The tests that exercise what differs on Spark 4.0: createDataFrame (every listing), observed
-# metrics (update() + state, create_checkpoint), CDF, history. The conformance tests run whole.
+# metrics (update() + state, create_checkpoint), CDF, history, the checkpoint schemas the client
+# states (Spark's own inference). The conformance tests run whole.
 # Left out for time: the polling loop without checkpoints, and the longest CDF stream test.
 subset=(
     tests/conformance
@@ -46,6 +47,7 @@ subset=(
     tests/integration/test_snapshot_cache.py::test_a_quiet_unchanged_log_is_answered_without_listing_it
     tests/integration/test_snapshot_cache.py::test_a_change_to_a_quiet_log_is_seen
     tests/integration/test_session_settings.py
+    tests/integration/test_footer_schemas.py
 )
 
 phase() { echo "== spark40-ci: $* ($SECONDS s)"; }
