@@ -300,9 +300,12 @@ def _filter_paths(snapshot: SnapshotView, predicates: Sequence[Predicate]) -> di
     unknown = [name for name, path in paths.items() if path is None]
     if unknown:
         known = sorted(f.name for f in snapshot.schema.fields)
-        raise ValueError(
-            f"filter names unknown column(s) {unknown}; table columns: {known} (a nested "
-            "struct field is named by its dotted path, e.g. 'address.city')"
+        raise arguments.invalid_value(
+            "to_df",
+            "filter",
+            unknown,
+            f"names of the table's columns {known} (a nested struct field is named by its "
+            "dotted path, e.g. 'address.city'; names are case-sensitive)",
         )
     resolved = {name: path for name, path in paths.items() if path is not None}
     for predicate in predicates:
@@ -311,23 +314,49 @@ def _filter_paths(snapshot: SnapshotView, predicates: Sequence[Predicate]) -> di
 
 
 def _check_filter_values(predicate: Predicate, field: StructField) -> None:
-    """``DELTA_CONNECT_INVALID_ARGUMENT`` for a value a number column cannot be compared with
-    (Spark would fail the job casting it, with a JVM trace): a string that is no number."""
-    if not isinstance(field.dataType, NumericType):
-        return
+    """``DELTA_CONNECT_INVALID_ARGUMENT`` for a value the column cannot be compared with, which
+    Spark would otherwise refuse when the rows are read, with a JVM trace: a nested column
+    (struct, array, map); for a number column anything but a number (or a string of one)
+    within a long's range; for a string column anything but a string."""
+    data_type = field.dataType
+    if isinstance(data_type, StructType | ArrayType | MapType):
+        expected = f"a column of a primitive type ({field.name!r} is {data_type.simpleString()})"
+        raise _invalid_filter(predicate, expected)
     for value in predicate.values:
-        if isinstance(value, bool) or not isinstance(value, int | float | Decimal | str):
-            bad = isinstance(value, bool)
-        else:
-            bad = isinstance(value, str) and not _is_number(value)
-        if bad:
-            raise InvalidArgumentError(
-                function="to_df",
-                argument="filter",
-                value=arguments.shown((predicate.column, predicate.op, predicate.value)),
-                expected=f"a number for column {field.name!r} of type "
-                f"{field.dataType.simpleString()}",
+        if isinstance(data_type, NumericType) and not _number_value(value):
+            raise _invalid_filter(
+                predicate, f"a number for column {field.name!r} of type {data_type.simpleString()}"
             )
+        if isinstance(data_type, StringType) and not isinstance(value, str):
+            raise _invalid_filter(
+                predicate,
+                f"a string for column {field.name!r} of type string (the command line's "
+                f"--filter takes a quoted value as a string: {field.name} = '5')",
+            )
+
+
+#: A long's range: an integer beyond it is no value of any number column Spark compares.
+_LONG_RANGE = range(-(1 << 63), 1 << 63)
+
+
+def _number_value(value: object) -> bool:
+    """Whether a filter value can be compared with a number column."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value in _LONG_RANGE
+    if isinstance(value, str):
+        return _is_number(value)
+    return isinstance(value, float | Decimal)
+
+
+def _invalid_filter(predicate: Predicate, expected: str) -> InvalidArgumentError:
+    return InvalidArgumentError(
+        function="to_df",
+        argument="filter",
+        value=arguments.shown((predicate.column, predicate.op, predicate.value)),
+        expected=expected,
+    )
 
 
 def _is_number(text: str) -> bool:
@@ -365,8 +394,11 @@ def _check_columns(snapshot: SnapshotView, names: Sequence[str], what: str) -> N
     known = {f.name for f in snapshot.schema.fields}
     unknown = [name for name in names if name not in known]
     if unknown:
-        raise ValueError(
-            f"{what} names unknown column(s) {unknown}; table columns: {sorted(known)}"
+        raise arguments.invalid_value(
+            "to_df",
+            what,
+            unknown,
+            f"names of the table's top-level columns {sorted(known)} (names are case-sensitive)",
         )
 
 

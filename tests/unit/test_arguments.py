@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from delta_connect_py import arguments
+from delta_connect_py import arguments, data
 from delta_connect_py.checkpoints import CheckpointResult
 from delta_connect_py.errors import (
     CheckpointNonExistTableError,
@@ -24,7 +24,7 @@ from delta_connect_py.errors import (
 )
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata
 from delta_connect_py.protocol.actions import Metadata, Protocol
-from delta_connect_py.protocol.file_filters import parse_filter
+from delta_connect_py.protocol.file_filters import parse_filter, predicates_of
 from delta_connect_py.protocol.filenames import (
     checkpoint_name,
     commit_name,
@@ -203,9 +203,48 @@ def test_to_df_refuses_columns_that_are_not_a_list_of_names(columns: object) -> 
     assert_names(error, "to_df", "columns", repr(columns))
 
 
-def test_to_df_still_names_unknown_columns() -> None:
-    with pytest.raises(ValueError, match=r"unknown column\(s\) \['nope'\]"):
-        snapshot().to_df(columns=["nope"])
+@pytest.mark.parametrize(
+    ("kwargs", "argument", "unknown"),
+    [
+        ({"columns": ["nope"]}, "columns", "['nope']"),
+        ({"columns": ["ID"]}, "columns", "['ID']"),  # names are case-sensitive
+        ({"filter": [("nope", "=", 1)]}, "filter", "['nope']"),
+    ],
+)
+def test_to_df_names_unknown_columns(kwargs: dict[str, Any], argument: str, unknown: str) -> None:
+    error = raised(snapshot().to_df, **kwargs)
+    assert isinstance(error, ValueError)  # also a ValueError, as before
+    assert_names(error, "to_df", argument, unknown)
+    assert "['id', 'name']" in str(error)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ("name", "=", 5),
+        ("name", "in", ["a", 5]),
+        ("id", "=", datetime(2020, 1, 1)),
+        ("id", "=", [1, 2]),
+        ("id", "=", 2**70),
+        ("id", "=", True),
+        ("id", "<", "abc"),
+    ],
+)
+def test_to_df_refuses_filter_values_the_column_cannot_compare(bad: Any) -> None:
+    """Spark would refuse them when the rows are read, with a JVM trace."""
+    error = raised(snapshot().to_df, filter=[bad])
+    parameters = error.getMessageParameters()
+    assert parameters["function"] == "to_df" and parameters["argument"] == "filter"
+    assert parameters["value"].startswith(repr(bad[:2])[:-1])
+    assert repr(bad[0]) in parameters["expected"]
+
+
+@pytest.mark.parametrize(
+    "good", [("name", "=", "5"), ("id", "=", 5), ("id", ">", "5"), ("id", "in", [1, 2.5])]
+)
+def test_filter_values_the_column_compares_pass(good: Any) -> None:
+    predicates = predicates_of(parse_filter([good], "to_df"))
+    assert set(data._filter_paths(snapshot(), predicates)) == {good[0]}
 
 
 # --- change data feed, history, checkpoints ---
