@@ -141,6 +141,29 @@ def columns(function: str, value: object) -> list[str] | None:
     return list(value)
 
 
+def flag(function: str, argument: str, value: object) -> bool:
+    """A ``bool`` (numpy's too): a string such as ``"no"`` is refused, never read as true."""
+    if isinstance(value, bool) or type(value).__name__ == "bool_":
+        return bool(value)
+    raise invalid_type(function, argument, value, "True or False")
+
+
+def session(function: str, value: object) -> Any:
+    """A Spark Connect session (a class with pyspark's Connect ``client`` and ``version``;
+    looked up on the class: reading ``version`` asks the server), not a URL."""
+    if hasattr(type(value), "client") and hasattr(type(value), "version"):
+        return value
+    expected = "a Spark Connect session, e.g. delta_connect_py.connect('sc://host:15002')"
+    raise invalid_type(function, "spark", value, expected)
+
+
+def mapping(function: str, argument: str, value: object) -> Any:
+    """None or a mapping (a dict of names to values)."""
+    if value is None or hasattr(value, "items"):
+        return value
+    raise invalid_type(function, argument, value, "None or a dict of names to values")
+
+
 def filter_container(function: str, value: Any) -> Any:
     """The filter's outer type (its predicates are checked by ``protocol.file_filters``): a
     string such as ``"id > 5"`` is refused rather than read character by character."""

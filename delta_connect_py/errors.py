@@ -257,9 +257,9 @@ class UnsupportedServerVersionError(DeltaError):
 class CheckpointNonExistTableError(DeltaError):
     error_class = "DELTA_CHECKPOINT_NON_EXIST_TABLE"
     template = (
-        "Cannot checkpoint a non-existing table {path} (version {version}). Did you manually "
-        "delete files in the _delta_log directory? Checkpoint a version between 0 and the "
-        "latest one."
+        "Cannot checkpoint {path} at version {version}: no table version is negative (a "
+        "checkpoint of version -1 is delta-spark's checkpoint of a table that does not exist). "
+        "Checkpoint a version between 0 and the latest one, or None for the latest."
     )
 
 

@@ -49,6 +49,7 @@ from delta_connect_py.connections import (
 )
 from delta_connect_py.errors import (
     InvalidArgumentError,
+    InvalidArgumentTypeError,
     UnsupportedServerVersionError,
 )
 from delta_connect_py.pyspark_client import spark_line
@@ -106,7 +107,7 @@ def connect(remote: str | None = None, *, server_timeout: float | None = None) -
     from pyspark.sql import SparkSession
 
     bound = server_timeout_seconds(server_timeout)
-    target = remote or os.environ.get("SPARK_REMOTE") or _embedded_remote()
+    target = _checked_remote(remote) or os.environ.get("SPARK_REMOTE") or _embedded_remote()
     spark = _sessions.get(target)
     if spark is not None and not _still_served(spark):
         logger.info("The Spark Connect session to %s is gone (server restarted or stopped)", target)
@@ -131,6 +132,28 @@ def connect(remote: str | None = None, *, server_timeout: float | None = None) -
         _drop(target, spark)  # a failed connect leaves no session behind
         raise
     return spark
+
+
+def _checked_remote(remote: object) -> str | None:
+    """``remote`` when None or a Spark Connect address (``sc://host:port``, with pyspark's
+    optional ``/;param=value`` parts); an empty string, another scheme or another type is
+    ``DELTA_CONNECT_INVALID_ARGUMENT`` (None, not "", asks for the embedded server)."""
+    expected = "None (the embedded server) or a Spark Connect address, e.g. 'sc://host:15002'"
+    if remote is None:
+        return None
+    if not isinstance(remote, str):
+        raise InvalidArgumentTypeError(
+            function="connect",
+            argument="remote",
+            value=shown(remote),
+            value_type=type(remote).__name__,
+            expected=expected,
+        )
+    if not remote.startswith("sc://") or len(remote) <= len("sc://"):
+        raise InvalidArgumentError(
+            function="connect", argument="remote", value=shown(remote), expected=expected
+        )
+    return remote
 
 
 def server_timeout_seconds(server_timeout: float | None) -> float:

@@ -611,14 +611,25 @@ def check_snapshot_arguments(
 ) -> tuple[int | None, datetime | str | None]:
     """A snapshot request's arguments checked (no job): the version and timestamp to use."""
     version, timestamp = arguments.version_or_timestamp("snapshot", version, timestamp)
-    arguments.optional_integer(
+    partitions = arguments.optional_integer(
         "snapshot",
         "snapshot_partitions",
         snapshot_partitions,
         minimum=1,
-        what="a number of partitions for the state",
+        what=f"a number of partitions for the state, at most {MAX_SNAPSHOT_PARTITIONS}",
     )
+    if partitions is not None and partitions > MAX_SNAPSHOT_PARTITIONS:
+        raise arguments.invalid_value(
+            "snapshot",
+            "snapshot_partitions",
+            partitions,
+            f"a number of partitions for the state, at most {MAX_SNAPSHOT_PARTITIONS}",
+        )
     return version, timestamp
+
+
+#: More partitions than this is a mistake (a million tasks ran for minutes for a few files).
+MAX_SNAPSHOT_PARTITIONS = 10_000
 
 
 def check_snapshot_readable(table: TableLog, pm: ProtocolAndMetadata, version: int) -> None:

@@ -91,10 +91,12 @@ class DeltaTable(TableLog):
         Example:
             >>> dt = DeltaTable.for_path(connect(), "s3a://bucket/events")
         """
-        table_root = qualify_table_path(arguments.table_path("DeltaTable.for_path", path))
-        options = StorageOptions.of(storage_options)
-        prepare_session(spark)
-        return cls(spark, table_root, options, snapshot_cache=bool(snapshot_cache))
+        function = "DeltaTable.for_path"
+        table_root = qualify_table_path(arguments.table_path(function, path))
+        options = StorageOptions.of(arguments.mapping(function, "storage_options", storage_options))
+        cached = arguments.flag(function, "snapshot_cache", snapshot_cache)
+        prepare_session(arguments.session(function, spark))
+        return cls(spark, table_root, options, snapshot_cache=cached)
 
     def __repr__(self) -> str:
         """The table's path, and the names (never the values) of its storage options."""
@@ -200,6 +202,7 @@ class DeltaTable(TableLog):
             >>> dt.cleanup_metadata(dry_run=True)
             ['file:/data/events/_delta_log/00000000000000000000.json', ...]
         """
+        dry_run = arguments.flag("cleanup_metadata", "dry_run", dry_run)
         self.check_worker_file_access("cleanup_metadata")
         return cleanup_metadata(self, dry_run=dry_run)
 
@@ -271,7 +274,7 @@ class DeltaTable(TableLog):
             ending_version,
             starting_timestamp=starting_timestamp,
             ending_timestamp=ending_timestamp,
-            allow_out_of_range=allow_out_of_range,
+            allow_out_of_range=arguments.flag("load_cdf", "allow_out_of_range", allow_out_of_range),
         )
 
     def cdf_file_changes(
@@ -308,12 +311,16 @@ class DeltaTable(TableLog):
             >>> len(changes)
             100
         """
+        function = "cdf_file_changes"
         return cdf_file_changes(
             self,
-            from_version,
-            from_index,
-            is_starting_version,
-            max_files=max_files,
+            arguments.integer(function, "from_version", from_version, minimum=0, what="a version"),
+            # Any int: delta-spark's offsets use sentinel indexes (BASE_INDEX is -100).
+            arguments.integer(function, "from_index", from_index, minimum=None, what="an index"),
+            arguments.flag(function, "is_starting_version", is_starting_version),
+            max_files=arguments.optional_integer(
+                function, "max_files", max_files, minimum=1, what="files to admit"
+            ),
             max_bytes=max_bytes,
             end_offset=end_offset,
         )
@@ -365,5 +372,7 @@ class DeltaTable(TableLog):
             max_files_per_trigger=max_files_per_trigger,
             max_bytes_per_trigger=max_bytes_per_trigger,
             poll_seconds=poll_seconds,
-            stop_when_caught_up=stop_when_caught_up,
+            stop_when_caught_up=arguments.flag(
+                "stream_cdf", "stop_when_caught_up", stop_when_caught_up
+            ),
         )

@@ -92,8 +92,11 @@ def _resolve_range(
                 )
             start = after[0]
         if end_ts is not None:
+            # After the last commit: delta-spark's time travel refusal, unless out of range is
+            # allowed (its timestampOutOfRange setting), which ends at the latest version.
             too_late = to_epoch_ms(end_ts) > commits[-1].timestamp
-            end = latest if too_late else table.version_at(end_ts, listing)
+            clamped = too_late and allow_out_of_range
+            end = latest if clamped else table.version_at(end_ts, listing)
         if start_ts is not None and end_ts is not None and end == start - 1:
             return _Range(start, end, empty=True)
     return _Range(start, end)

@@ -58,6 +58,10 @@ def _starting_offset(
         return parsed
     if starting_version is None:
         return DeltaSourceOffset(latest.metadata.id, latest.version, BASE_INDEX, True)
+    if starting_version > latest.version:
+        # delta-spark's stream checks that its starting version exists (DELTA_VERSION_NOT_FOUND,
+        # naming the versions there are), rather than wait for it.
+        table.log_segment(starting_version, listing)
     return DeltaSourceOffset(latest.metadata.id, starting_version, BASE_INDEX, False)
 
 

@@ -43,7 +43,9 @@ from delta_connect_py.errors import (
     MissingChangeDataError,
     MissingFilesUnexpectedVersionError,
     NoStartForCdcReadError,
+    TimestampGreaterThanCommitError,
     UnsupportedFeaturesForReadError,
+    VersionNotFoundError,
 )
 from delta_connect_py.protocol.cdf import (
     BASE_INDEX,
@@ -592,3 +594,22 @@ def test_cli_prints_change_rows(spark_remote: str, history: Path, capsys: Any) -
     assert main(args) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert [(r["id"], r["_change_type"], r["_commit_version"]) for r in rows] == [(3, "delete", 3)]
+
+
+def test_out_of_range_ends_and_stream_starts_are_refused_like_delta_spark(
+    spark: Any, conformance_table: Any
+) -> None:
+    """An ending timestamp after the last commit is delta-spark's time travel refusal
+    (DELTA_TIMESTAMP_GREATER_THAN_COMMIT) unless out of range is allowed, which ends at the
+    latest version; a stream starting after the latest version is DELTA_VERSION_NOT_FOUND."""
+    table = DeltaTable.for_path(
+        spark, str(conformance_table("delta-rs/simple_table_with_cdc/delta"))
+    )
+    later = "2100-01-01"
+    with pytest.raises(TimestampGreaterThanCommitError):
+        table.load_cdf(0, ending_timestamp=later)
+    allowed = table.load_cdf(0, ending_timestamp=later, allow_out_of_range=True)
+    assert _rows(allowed) == _rows(table.load_cdf(0))
+    latest = table.snapshot().version
+    with pytest.raises(VersionNotFoundError):
+        next(table.stream_cdf(latest + 1, stop_when_caught_up=True))

@@ -31,6 +31,7 @@ from delta_connect_py.protocol.filenames import (
     parse_log_file,
 )
 from delta_connect_py.protocol.segment import build_log_segment
+from delta_connect_py.session import connect
 from delta_connect_py.snapshot import Snapshot
 from delta_connect_py.table import DeltaTable
 from delta_connect_py.worker.stores import StorageOptions
@@ -355,3 +356,32 @@ def test_checkpoint_result_repr_names_the_files_not_the_hint() -> None:
     assert "0004.parquet" not in text and "(3 more)" in text
     assert hint not in text and "x" * 20 not in text and LOG not in text
     assert len(text) < 300
+
+
+# --- sessions, options, flags, counts ---
+
+
+@pytest.mark.parametrize(
+    ("call", "argument"),
+    [
+        (lambda: DeltaTable.for_path(None, "/t"), "spark"),  # type: ignore[arg-type]
+        (lambda: DeltaTable.for_path("sc://h:1", "/t"), "spark"),  # type: ignore[arg-type]
+        (lambda: DeltaTable.for_path(None, "/t", "x"), "storage_options"),  # type: ignore[arg-type]
+        (lambda: DeltaTable.for_path(None, "/t", snapshot_cache="no"), "snapshot_cache"),  # type: ignore[arg-type]
+        (lambda: table().cleanup_metadata(dry_run="no"), "dry_run"),  # type: ignore[arg-type]
+        (lambda: table().load_cdf(0, allow_out_of_range="no"), "allow_out_of_range"),  # type: ignore[arg-type]
+        (lambda: table().stream_cdf(0, stop_when_caught_up="no"), "stop_when_caught_up"),  # type: ignore[arg-type]
+        (lambda: table().cdf_file_changes(-3), "from_version"),
+        (lambda: table().cdf_file_changes(0, from_index="-1"), "from_index"),
+        (lambda: table().cdf_file_changes(0, max_files=0), "max_files"),
+        (lambda: table().snapshot(snapshot_partitions=10**6), "snapshot_partitions"),
+        (lambda: connect("http://h:15002"), "remote"),
+        (lambda: connect(""), "remote"),
+        (lambda: connect(15002), "remote"),  # type: ignore[arg-type]
+    ],
+)
+def test_arguments_of_the_wrong_kind_are_named(call: Any, argument: str) -> None:
+    """Before any request: never an AttributeError, a truthy string read as True, a job of a
+    million tasks, or an embedded server started for an empty address."""
+    error = raised(call)
+    assert error.getMessageParameters()["argument"] == argument
