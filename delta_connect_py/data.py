@@ -31,7 +31,7 @@ import functools
 import json
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import TYPE_CHECKING, Any, Protocol
@@ -67,7 +67,12 @@ from delta_connect_py.protocol.file_filters import (
 )
 from delta_connect_py.protocol.properties import column_mapping_mode
 from delta_connect_py.spark_failures import caused_by, translate_server_error
-from delta_connect_py.table_schema import partition_fields, require_columns
+from delta_connect_py.table_schema import (
+    no_metadata,
+    partition_fields,
+    renamed_type,
+    require_columns,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -156,49 +161,14 @@ def file_key_column(file_path: Column) -> Column:
 # Schemas and column mapping
 
 
-def _no_metadata(field: StructField) -> dict[str, Any]:
-    return {}
-
-
-def _renamed(
-    data_type: DataType,
-    name_of: Callable[[StructField], str],
-    metadata_of: Callable[[StructField], dict[str, Any]] = _no_metadata,
-) -> DataType:
-    """``data_type`` with every nested struct field named by ``name_of`` and given the
-    metadata ``metadata_of`` returns (by default none)."""
-    if isinstance(data_type, StructType):
-        return StructType(
-            [
-                StructField(
-                    name_of(f),
-                    _renamed(f.dataType, name_of, metadata_of),
-                    f.nullable,
-                    metadata_of(f),
-                )
-                for f in data_type.fields
-            ]
-        )
-    if isinstance(data_type, ArrayType):
-        element = _renamed(data_type.elementType, name_of, metadata_of)
-        return ArrayType(element, data_type.containsNull)
-    if isinstance(data_type, MapType):
-        return MapType(
-            _renamed(data_type.keyType, name_of, metadata_of),
-            _renamed(data_type.valueType, name_of, metadata_of),
-            data_type.valueContainsNull,
-        )
-    return data_type
-
-
 def physical_type(data_type: DataType) -> DataType:
     """``data_type`` with every nested field renamed to its physical name, metadata dropped."""
-    return _renamed(data_type, physical_name)
+    return renamed_type(data_type, physical_name)
 
 
 def logical_type(data_type: DataType) -> DataType:
     """``data_type`` without field metadata (names unchanged)."""
-    return _renamed(data_type, lambda f: f.name)
+    return renamed_type(data_type, lambda f: f.name)
 
 
 def physical_name(field: StructField) -> str:
@@ -223,12 +193,12 @@ def parquet_read_schema(
     by_field_id = column_mapping_mode(configuration) == "id"
     if by_field_id and spark.conf.get(FIELD_ID_READ_CONF, "false") != "true":
         spark.conf.set(FIELD_ID_READ_CONF, "true")
-    metadata_of = _field_id_metadata if by_field_id else _no_metadata
+    metadata_of = _field_id_metadata if by_field_id else no_metadata
     return StructType(
         [
             StructField(
                 physical_name(f),
-                _renamed(f.dataType, physical_name, metadata_of),
+                renamed_type(f.dataType, physical_name, metadata_of),
                 True,
                 metadata_of(f),
             )

@@ -30,9 +30,10 @@ from delta_connect_py.errors import (
     PartitionColumnNotFoundError,
     ReadTableWithoutColumnsError,
 )
+from delta_connect_py.protocol.properties import column_mapping_mode
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from delta_connect_py.protocol.actions import Metadata
 
@@ -59,36 +60,54 @@ _COLUMN_MAPPING_PREFIX = "delta.columnMapping."
 def _maps_columns(metadata: Metadata) -> bool:
     """Whether ``metadata`` turns column mapping on (``id`` or ``name`` mode; a mode that is
     neither counts as on, for the snapshot's checks to judge)."""
-    mode = metadata.configuration.get("delta.columnMapping.mode", "none")
-    return mode.strip().lower() != "none"
+    try:
+        return column_mapping_mode(metadata.configuration) != "none"
+    except ValueError:
+        return True
 
 
 def without_column_mapping(data_type: DataType) -> DataType:
     """``data_type`` with no field's column mapping metadata: without column mapping a column's
     physical name is its name (delta-spark reads so, whatever the schema's field metadata
     says, e.g. after the mode was taken out of the configuration)."""
+
+    def other_metadata(field: StructField) -> dict[str, Any]:
+        metadata = field.metadata or {}
+        return {k: v for k, v in metadata.items() if not k.startswith(_COLUMN_MAPPING_PREFIX)}
+
+    return renamed_type(data_type, lambda field: field.name, other_metadata)
+
+
+def no_metadata(field: StructField) -> dict[str, Any]:
+    return {}
+
+
+def renamed_type(
+    data_type: DataType,
+    name_of: Callable[[StructField], str],
+    metadata_of: Callable[[StructField], dict[str, Any]] = no_metadata,
+) -> DataType:
+    """``data_type`` with every nested struct field named by ``name_of`` and given the
+    metadata ``metadata_of`` returns (by default none)."""
     if isinstance(data_type, StructType):
         return StructType(
             [
                 StructField(
-                    field.name,
-                    without_column_mapping(field.dataType),
-                    field.nullable,
-                    {
-                        key: value
-                        for key, value in (field.metadata or {}).items()
-                        if not key.startswith(_COLUMN_MAPPING_PREFIX)
-                    },
+                    name_of(f),
+                    renamed_type(f.dataType, name_of, metadata_of),
+                    f.nullable,
+                    metadata_of(f),
                 )
-                for field in data_type.fields
+                for f in data_type.fields
             ]
         )
     if isinstance(data_type, ArrayType):
-        return ArrayType(without_column_mapping(data_type.elementType), data_type.containsNull)
+        element = renamed_type(data_type.elementType, name_of, metadata_of)
+        return ArrayType(element, data_type.containsNull)
     if isinstance(data_type, MapType):
         return MapType(
-            without_column_mapping(data_type.keyType),
-            without_column_mapping(data_type.valueType),
+            renamed_type(data_type.keyType, name_of, metadata_of),
+            renamed_type(data_type.valueType, name_of, metadata_of),
             data_type.valueContainsNull,
         )
     return data_type
