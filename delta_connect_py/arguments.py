@@ -54,27 +54,42 @@ def invalid_value(function: str, argument: str, value: object, expected: str) ->
     )
 
 
-def integer(function: str, argument: str, value: object, *, minimum: int | None, what: str) -> int:
-    """``value`` as an ``int`` (of at least ``minimum``): any integer type (numpy's too), never
-    a bool, a float or a string of digits."""
+def integer(
+    function: str,
+    argument: str,
+    value: object,
+    *,
+    minimum: int | None,
+    what: str,
+    maximum: int | None = None,
+) -> int:
+    """``value`` as an ``int`` (of at least ``minimum``, at most ``maximum``): any integer type
+    (numpy's too), never a bool, a float or a string of digits."""
     expected = f"{what}: an int" + ("" if minimum is None else f" >= {minimum}")
+    expected += "" if maximum is None else f" and <= {maximum}"
     if isinstance(value, bool):
         raise invalid_type(function, argument, value, expected)
     try:
         number = operator.index(value)  # type: ignore[arg-type]
     except TypeError:
         raise invalid_type(function, argument, value, expected) from None
-    if minimum is not None and number < minimum:
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
         raise invalid_value(function, argument, value, expected)
     return number
 
 
 def optional_integer(
-    function: str, argument: str, value: object, *, minimum: int | None, what: str
+    function: str,
+    argument: str,
+    value: object,
+    *,
+    minimum: int | None,
+    what: str,
+    maximum: int | None = None,
 ) -> int | None:
     if value is None:
         return None
-    return integer(function, argument, value, minimum=minimum, what=what)
+    return integer(function, argument, value, minimum=minimum, what=what, maximum=maximum)
 
 
 def version(function: str, value: object, argument: str = "version") -> int | None:

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 
 from pyspark import __version__ as CLIENT_PYSPARK
 
-from delta_connect_py.arguments import shown
+from delta_connect_py.arguments import invalid_type, invalid_value, shown
 from delta_connect_py.connections import (
     _addresses,
     _client,
@@ -49,7 +49,6 @@ from delta_connect_py.connections import (
 )
 from delta_connect_py.errors import (
     InvalidArgumentError,
-    InvalidArgumentTypeError,
     UnsupportedServerVersionError,
 )
 from delta_connect_py.pyspark_client import spark_line
@@ -142,17 +141,9 @@ def _checked_remote(remote: object) -> str | None:
     if remote is None:
         return None
     if not isinstance(remote, str):
-        raise InvalidArgumentTypeError(
-            function="connect",
-            argument="remote",
-            value=shown(remote),
-            value_type=type(remote).__name__,
-            expected=expected,
-        )
+        raise invalid_type("connect", "remote", remote, expected)
     if not remote.startswith("sc://") or len(remote) <= len("sc://"):
-        raise InvalidArgumentError(
-            function="connect", argument="remote", value=shown(remote), expected=expected
-        )
+        raise invalid_value("connect", "remote", remote, expected)
     return remote
 
 

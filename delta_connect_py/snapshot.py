@@ -611,20 +611,14 @@ def check_snapshot_arguments(
 ) -> tuple[int | None, datetime | str | None]:
     """A snapshot request's arguments checked (no job): the version and timestamp to use."""
     version, timestamp = arguments.version_or_timestamp("snapshot", version, timestamp)
-    partitions = arguments.optional_integer(
+    arguments.optional_integer(
         "snapshot",
         "snapshot_partitions",
         snapshot_partitions,
         minimum=1,
-        what=f"a number of partitions for the state, at most {MAX_SNAPSHOT_PARTITIONS}",
+        maximum=MAX_SNAPSHOT_PARTITIONS,
+        what="a number of partitions for the state",
     )
-    if partitions is not None and partitions > MAX_SNAPSHOT_PARTITIONS:
-        raise arguments.invalid_value(
-            "snapshot",
-            "snapshot_partitions",
-            partitions,
-            f"a number of partitions for the state, at most {MAX_SNAPSHOT_PARTITIONS}",
-        )
     return version, timestamp
 
 
