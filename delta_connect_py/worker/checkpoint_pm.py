@@ -69,14 +69,8 @@ def checkpoint_pm(local_paths: Sequence[str]) -> CheckpointPm | None:
         return None
 
 
-def checkpoint_pm_lines(local_paths: Sequence[str]) -> list[str] | None:
-    """``checkpoint_pm``'s lines alone."""
-    found = checkpoint_pm(local_paths)
-    return None if found is None else found.lines
-
-
 def _pm_lines(files: Sequence[pq.ParquetFile]) -> list[str] | None:
-    """``checkpoint_pm_lines`` of the opened ``files`` (raises what pyarrow raises)."""
+    """``checkpoint_pm``'s lines of the opened ``files`` (raises what pyarrow raises)."""
     schemas = [file.schema_arrow for file in files]
     pa.unify_schemas(schemas)
     if not all(_conforms(schema) for schema in schemas):

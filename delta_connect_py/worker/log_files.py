@@ -256,7 +256,7 @@ def pm_scan_rows(scan: PmLinesScan, log_dir: str, files: Sequence[tuple[str, Any
     P&M read would fail on (the client then runs that read, which reports it).
 
     When a complete checkpoint is newer than ``scan.after_version``, the newest one (the one a
-    snapshot of the latest version starts from) is read first (``checkpoint_pm_lines``, its
+    snapshot of the latest version starts from) is read first (``checkpoint_pm``, its
     files named by ``PM_CHECKPOINT`` rows), then the commits after it.
     """
     log_files = [parse_log_file(path, info.size, 0) for path, info in files]
@@ -344,11 +344,11 @@ MAX_LISTED_CHECKSUM_BYTES = 1 << 20
 
 def _newest_checksum(infos: list[Any]) -> Any:
     """The file info of the newest ``<version>.crc`` when small enough to travel, else None."""
-    checksums = [info for info in infos if parse_log_file(info.base_name, 0, 0) is not None]
-    checksums = [info for info in checksums if info.base_name.endswith(".crc")]
+    parsed = [(parse_log_file(info.base_name, info.size, 0), info) for info in infos]
+    checksums = [(f.version, info) for f, info in parsed if f and f.kind is LogFileKind.CHECKSUM]
     if not checksums:
         return None
-    newest = max(checksums, key=lambda info: int(info.base_name[:-4]))
+    _, newest = max(checksums, key=lambda pair: pair[0])
     return newest if newest.size <= MAX_LISTED_CHECKSUM_BYTES else None
 
 

@@ -8,7 +8,7 @@ and Spark runs no job inferring it (``plans.loading.read_parquet``).
 Invariants: a schema is returned only when every file's footer converts, entirely, within a
 subset whose Spark type does not depend on any session setting: booleans; signed integers;
 floats and doubles; dates; decimals within their physical type's digits; timestamps adjusted to
-UTC in milli- or microseconds; strings; structs; 3-level lists; maps with required keys. Field
+UTC in milli- or microseconds; strings; structs; 3-level lists; maps. Field
 ids, unsigned integers, plain binary (``binaryAsString``), INT96 and timestamps not adjusted to
 UTC (``int96AsTimestamp``, ``inferTimestampNTZ``), legacy lists, repeated fields outside a list,
 and anything else return None, as do files whose schemas differ (Spark's merge would decide):

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from delta_connect_py.protocol.actions import ADD, METADATA, PROTOCOL
-from delta_connect_py.worker.checkpoint_pm import checkpoint_pm_lines
+from delta_connect_py.worker.checkpoint_pm import checkpoint_pm
 
 _PROTOCOL = {
     "minReaderVersion": 3,
@@ -31,6 +31,12 @@ _METADATA = {
     "createdTime": 1_700_000_000_000,
 }
 _ADD = {"path": "a", "partitionValues": [], "size": 1, "modificationTime": 1, "dataChange": False}
+
+
+def checkpoint_pm_lines(local_paths: list[str]) -> list[str] | None:
+    """The P&M lines ``checkpoint_pm`` takes, None when it takes none."""
+    found = checkpoint_pm(local_paths)
+    return None if found is None else found.lines
 
 
 def _write(path: Path, rows: list[dict[str, Any]], schema: pa.Schema, **options: Any) -> str:
