@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,7 @@ from delta_connect_py.protocol.actions import VERSION_COLUMN
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind
 from delta_connect_py.protocol.timestamps import monotonize
 from delta_connect_py.quiet_log import LogMark, unchanged_since
+from delta_connect_py.snapshot import check_snapshot_readable
 from delta_connect_py.snapshot_cache import CacheKey, LruPolicy
 from delta_connect_py.worker.log_files import CommitLinesRead
 
@@ -57,7 +59,6 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from delta_connect_py.plans.listing import LogListing
-    from delta_connect_py.protocol.segment import LogSegment
     from delta_connect_py.table_log import TableLog
 
 _STRING_MAP = MapType(StringType(), StringType())
@@ -117,14 +118,15 @@ def _commits_in_range(
     )
     if limit is not None:
         commits = commits[-limit:] if limit > 0 else []
-    first_ict = _first_ict_version(table, latest, listing)
-    return commits, first_ict
-
-
-def _first_ict_version(table: TableLog, latest: LogSegment, listing: LogListing) -> int:
-    """The first version whose timestamp is its ``inCommitTimestamp`` (huge when disabled)."""
     _, pm = table.loaded_segment(latest, listing, state_follows=False)
-    configuration = pm.metadata.configuration
+    # delta-spark's DESCRIBE HISTORY loads the latest snapshot first, which refuses a table
+    # it cannot read; the same refusal here, from the P&M the ICT settings need anyway.
+    check_snapshot_readable(table, pm, latest.version)
+    return commits, _first_ict_version(pm.metadata.configuration)
+
+
+def _first_ict_version(configuration: Mapping[str, str]) -> int:
+    """The first version whose timestamp is its ``inCommitTimestamp`` (huge when disabled)."""
     if not props.in_commit_timestamps_enabled(configuration):
         return 2**62
     enablement = props.ict_enablement(configuration)

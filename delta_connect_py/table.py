@@ -222,7 +222,10 @@ class DeltaTable(TableLog):
 
         Raises:
             DeltaError: ``DELTA_CONNECT_INVALID_ARGUMENT``; ``DELTA_MISSING_DELTA_TABLE``;
-                ``DELTA_CORRUPT_LOG_FILE`` (a ``commitInfo`` that is not valid JSON).
+                ``DELTA_CORRUPT_LOG_FILE`` (a ``commitInfo`` that is not valid JSON);
+                a latest version this library cannot read, as for ``snapshot()``
+                (``DELTA_UNSUPPORTED_FEATURES_FOR_READ``,
+                ``DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH``).
 
         Example:
             >>> dt.history(limit=5).select("version", "operation").show()

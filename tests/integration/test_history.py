@@ -18,7 +18,7 @@ from deltalake import write_deltalake
 
 import delta_connect_py.plans.loading as loading
 from delta_connect_py import DeltaTable
-from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.errors import CorruptLogFileError, UnsupportedFeaturesForReadError
 from delta_connect_py.history import HISTORY_COLUMNS
 from delta_connect_py.protocol.filenames import commit_name
 from tests.conftest import CONFORMANCE
@@ -106,6 +106,25 @@ def test_malformed_commit_info_names_the_file(
     with pytest.raises(CorruptLogFileError, match=commit.name):
         table.history()
     assert [r["version"] for r in _rows(table.history(limit=1))] == [13]
+
+
+def test_history_of_a_table_with_an_unknown_reader_feature_is_refused(
+    spark: Any, tmp_path: Path
+) -> None:
+    """As delta-spark's DESCRIBE HISTORY, which loads the latest snapshot first."""
+    root = tmp_path / "t"
+    write_deltalake(str(root), pa.table({"x": [1]}))
+    upgrade = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["futureFeature"]}
+    (root / "_delta_log" / commit_name(1)).write_text(
+        json.dumps({"commitInfo": {"operation": "UPGRADE"}})
+        + "\n"
+        + json.dumps({"protocol": {**upgrade, "writerFeatures": ["futureFeature"]}})
+        + "\n"
+    )
+    with pytest.raises(UnsupportedFeaturesForReadError) as info:
+        DeltaTable.for_path(spark, str(root)).history()
+    assert info.value.getMessageParameters()["features"] == "futureFeature"
+    assert info.value.getMessageParameters()["version"] == "1"
 
 
 def test_history_uses_in_commit_timestamps(spark: Any, conformance_table: Any) -> None:

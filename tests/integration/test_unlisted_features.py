@@ -19,6 +19,7 @@ def test_metadata_turning_on_an_unlisted_feature_is_refused(spark: Any, tmp_path
     table = DeltaTable.for_path(spark, str(root))
     calls = {
         "snapshot": table.snapshot,
+        "history": table.history,
         "load_cdf": lambda: table.load_cdf(0),
         "create_checkpoint": table.create_checkpoint,
         "cleanup_metadata": lambda: table.cleanup_metadata(dry_run=True),
