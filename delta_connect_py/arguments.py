@@ -23,8 +23,8 @@ from delta_connect_py.errors import InvalidArgumentError, InvalidArgumentTypeErr
 MAX_SHOWN = 80
 
 TIMESTAMP_EXPECTED = (
-    "a datetime (naive is UTC) or an ISO string like '2024-01-01 00:00:00' or "
-    "'2024-01-01T00:00:00+02:00'"
+    "a datetime or a string Spark casts to a timestamp, like '2024-01-01 00:00:00' or "
+    "'2024-01-01T00:00:00+02:00' (without a zone: the session's time zone)"
 )
 FILTER_EXPECTED = (
     "None, a (column, op, value) tuple, a list of such tuples (ANDed) or a list of lists of "
@@ -108,7 +108,7 @@ def cdf_version(function: str, value: object, argument: str) -> int | None:
 
 def timestamp(function: str, value: object, argument: str = "timestamp") -> datetime | str | None:
     """None, a datetime or a string (parsed later: an unreadable string is
-    ``DELTA_INVALID_TIMESTAMP_FORMAT``)."""
+    ``DELTA_TIMESTAMP_INVALID``)."""
     if value is None or isinstance(value, (datetime, str)):
         return value
     raise invalid_type(function, argument, value, TIMESTAMP_EXPECTED)

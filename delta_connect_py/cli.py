@@ -308,7 +308,8 @@ def _add_when(command: argparse.ArgumentParser, *, timestamp: bool = True) -> No
         when.add_argument(
             "--timestamp",
             metavar="T",
-            help="the version active at T, e.g. '2024-01-01 12:00:00' (UTC unless offset)",
+            help="the version active at T, e.g. '2024-01-01 12:00:00' (in the session's time "
+            "zone unless T names one)",
         )
     command.set_defaults(version=None, timestamp=None)
 

@@ -169,10 +169,11 @@ class TimestampEarlierThanCommitRetentionError(DeltaError):
 
 
 class InvalidTimestampError(DeltaError):
-    error_class = "DELTA_INVALID_TIMESTAMP_FORMAT"
+    error_class = "DELTA_TIMESTAMP_INVALID"
     template = (
-        "The provided timestamp {timestamp!s} cannot be read as a timestamp. Use a datetime or a "
-        "string like '2024-01-01 00:00:00' (UTC unless it carries an offset)."
+        "The provided timestamp ('{timestamp!s}') cannot be converted to a valid timestamp. Use "
+        "a datetime or a string Spark casts to a timestamp, like '2024-01-01 00:00:00' (in the "
+        "session's time zone unless it names one)."
     )
 
 

@@ -120,9 +120,10 @@ class DeltaTable(TableLog):
 
         Args:
             version: a version number; None for the latest (or for ``timestamp``).
-            timestamp: a ``datetime`` (naive is UTC) or an ISO 8601 string: the version active
-                then (the latest commit at or before it). At most one of ``version`` and
-                ``timestamp``.
+            timestamp: a ``datetime`` or a string Spark casts to a timestamp (as delta-spark
+                reads ``timestampAsOf``; without a zone, in the session's time zone): the
+                version active then (the latest commit at or before it). At most one of
+                ``version`` and ``timestamp``.
             snapshot_partitions: how many partitions the replayed state has (default: chosen
                 from the log's size).
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -202,12 +202,22 @@ class TableLog:
             raise arguments.invalid_type(
                 "version_at", "timestamp", timestamp, arguments.TIMESTAMP_EXPECTED
             )
+        return self.version_at_ms(to_epoch_ms(self.spark, timestamp), listing)
+
+    def version_at_ms(
+        self,
+        timestamp_ms: int,
+        listing: LogListing | None = None,
+        commits: list[CommitTimestamp] | None = None,
+    ) -> int:
+        """``version_at`` a time already in milliseconds since the epoch (``commits``: the
+        listing's ``commit_timestamps``, when the caller has them)."""
         listing = listing or self.list_log()
-        latest = self.log_segment(None, listing)
-        commits = self.commit_timestamps(listing, latest)
+        if commits is None:
+            commits = self.commit_timestamps(listing, self.log_segment(None, listing))
         return version_at_timestamp(
             commits,
-            to_epoch_ms(timestamp),
+            timestamp_ms,
             path=self.table_root,
             earliest_version=earliest_reconstructable_version(listing.files),
         )
@@ -237,18 +247,29 @@ class TableLog:
         return {row["version"]: row["inCommitTimestamp"] for row in rows}
 
 
-def to_epoch_ms(timestamp: datetime | str) -> int:
-    """A datetime or ``"2024-01-01 00:00:00"`` string (UTC unless it has an offset) in ms."""
-    if isinstance(timestamp, str):
-        try:
-            timestamp = datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise InvalidTimestampError(timestamp=timestamp) from exc
-    if not isinstance(timestamp, datetime):
-        raise InvalidTimestampError(timestamp=timestamp)
-    if timestamp.tzinfo is None:
-        timestamp = timestamp.replace(tzinfo=timezone.utc)
-    return int(timestamp.timestamp() * 1000)
+def to_epoch_ms(spark: SparkSession, timestamp: datetime | str) -> int:
+    """``timestamp`` in milliseconds since the epoch, read as delta-spark reads a
+    ``timestampAsOf`` or ``startingTimestamp``: a string as Spark casts it to a timestamp
+    (``2024``, ``2024-01-01 10:00``, ``...T10:00:00Z``, ``... UTC``, ``... Europe/Paris``),
+    a datetime as itself; without a zone, in the session's time zone
+    (``spark.sql.session.timeZone``). Anything Spark cannot cast is
+    ``DELTA_TIMESTAMP_INVALID``. A zone-aware datetime needs no request; any other value one
+    (its cast, no Spark job)."""
+    if isinstance(timestamp, datetime) and timestamp.tzinfo is not None:
+        return _floor_ms(timestamp)
+    text = timestamp.isoformat(sep=" ") if isinstance(timestamp, datetime) else timestamp
+    cast = F.unix_millis(F.lit(text).try_cast("timestamp")).alias("ms")
+    rows = collect(spark.sql("SELECT 1").select(cast), reads_files=False)
+    millis = rows[0]["ms"]
+    if millis is None:
+        raise InvalidTimestampError(timestamp=text)
+    return int(millis)
+
+
+def _floor_ms(timestamp: datetime) -> int:
+    """An aware datetime in whole milliseconds, earlier ones rounded down (as Spark does)."""
+    since_epoch = timestamp - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return since_epoch // timedelta(milliseconds=1)
 
 
 def _reads_checkpoint(error: CorruptLogFileError, segment: LogSegment) -> bool:

@@ -80,7 +80,7 @@ def _resolve_range(
     if start_ts is not None or end_ts is not None:
         commits = table.commit_timestamps(listing, table.log_segment(None, listing))
         if start_ts is not None:
-            t = to_epoch_ms(start_ts)
+            t = to_epoch_ms(table.spark, start_ts)
             after = [c.version for c in commits if c.timestamp >= t]
             if not after:
                 if allow_out_of_range:
@@ -94,9 +94,9 @@ def _resolve_range(
         if end_ts is not None:
             # After the last commit: delta-spark's time travel refusal, unless out of range is
             # allowed (its timestampOutOfRange setting), which ends at the latest version.
-            too_late = to_epoch_ms(end_ts) > commits[-1].timestamp
-            clamped = too_late and allow_out_of_range
-            end = latest if clamped else table.version_at(end_ts, listing)
+            end_ms = to_epoch_ms(table.spark, end_ts)
+            clamped = end_ms > commits[-1].timestamp and allow_out_of_range
+            end = latest if clamped else table.version_at_ms(end_ms, listing, commits)
         if start_ts is not None and end_ts is not None and end == start - 1:
             return _Range(start, end, empty=True)
     return _Range(start, end)

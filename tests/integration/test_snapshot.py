@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 import weakref
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from deltalake import DeltaTable as RsDeltaTable
 from delta_connect_py import DeltaTable
 from delta_connect_py.errors import (
     CorruptLogFileError,
+    InvalidTimestampError,
     LogFileOutsideTableError,
     MissingPartFilesError,
     TimestampEarlierThanCommitRetentionError,
@@ -78,6 +80,54 @@ def test_time_travel_by_timestamp_uses_monotonized_commit_times(
         table.snapshot(timestamp=at(T0 - 1, tz=timezone.utc))
     with pytest.raises(TimestampGreaterThanCommitError):
         table.snapshot(timestamp="2100-01-01 00:00:00")
+
+
+@pytest.fixture
+def session_time_zone(spark: Any) -> Iterator[str]:
+    """The session's time zone set to one far from UTC for a test, then restored."""
+    zone = "America/Los_Angeles"  # UTC-8 in January
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", zone)
+    try:
+        yield zone
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", before)
+
+
+def test_timestamp_strings_are_read_as_spark_casts_them_in_the_session_time_zone(
+    spark: Any, conformance_table: Any, session_time_zone: str
+) -> None:
+    """As delta-spark reads ``timestampAsOf`` and ``startingTimestamp`` (checked on its server:
+    a zone-less time in the session's zone, Spark's forms, ISO week dates refused)."""
+    root = conformance_table("dat/multi_partitioned/delta")
+    hour = 3600
+    t0 = 1_704_067_200  # 2024-01-01 00:00 UTC
+    _set_commit_times(root, {0: t0, 1: t0 + 6 * hour, 2: t0 + 12 * hour})
+    table = DeltaTable.for_path(spark, str(root))
+    # 2023-12-31 20:00 in Los Angeles is 2024-01-01 04:00 UTC (v0); read as UTC it would be
+    # before the first commit. 22:00 there is 06:00 UTC, exactly v1's time.
+    assert table.version_at("2023-12-31 20:00:00") == 0
+    assert table.version_at("2023-12-31 22:00:00") == 1
+    assert table.version_at(datetime(2023, 12, 31, 22)) == 1  # a naive datetime likewise
+    assert table.version_at("2024-01-01 05:59:59 UTC") == 0
+    assert table.version_at("2024-01-01T06:00:00Z") == 1
+    assert table.version_at("2024-01-01 12:59:59 Europe/Paris") == 1  # 11:59:59 UTC
+    assert table.version_at("2024-01-01T12:00:00.000999Z") == 2  # sub-millisecond dropped
+    assert table.snapshot(timestamp="2024-01-01 04:00").version == 2  # 12:00 UTC
+    cdf_root = conformance_table("kernel/cdf-table/delta")
+    _set_commit_times(cdf_root, {v: t0 + 6 * hour * v for v in range(4)})
+    cdf_table = DeltaTable.for_path(spark, str(cdf_root))
+    changes = cdf_table.load_cdf(
+        starting_timestamp="2023-12-31 20:00:00", ending_timestamp="2024-01-01 04:00:00"
+    )
+    assert {row["_commit_version"] for row in changes.collect()} == {1, 2}
+    for text in ("2024-W01", "20240101T000000", "noon", ""):
+        with pytest.raises(InvalidTimestampError) as info:
+            table.version_at(text)
+        assert info.value.error_class == "DELTA_TIMESTAMP_INVALID", text
+        assert f"('{text}')" in str(info.value)
+    with pytest.raises(InvalidTimestampError):
+        table.load_cdf(starting_timestamp="2024-W01")
 
 
 def test_in_commit_timestamps_drive_time_travel(spark: Any) -> None:
