@@ -166,6 +166,14 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _port_in_use(port: int) -> str:
+    return (
+        f"Port {port} on 127.0.0.1 is already in use, so the embedded Spark Connect server "
+        f"cannot listen there. If a Spark Connect server runs there, connect to it with "
+        f"connect('sc://127.0.0.1:{port}'); else choose another port (--port)."
+    )
+
+
 def fixed_heap_options(driver_memory: str) -> str:
     """JVM options that commit the whole heap at start (``-Xms`` = ``-Xmx``).
 
@@ -224,6 +232,8 @@ class EmbeddedServer:
         java = self.java = find_java()
         if not self.port:
             self.port = free_port()
+        elif _port_open(self.port):
+            raise EmbeddedServerError(message=_port_in_use(self.port))
         self.class_archive = archives.class_archive(
             java, spark_home, self.extra_conf.get("spark.driver.extraClassPath", "")
         )
@@ -267,9 +277,12 @@ class EmbeddedServer:
         while time.monotonic() < deadline:
             assert self.process is not None
             if self.process.poll() is not None:
+                tail = self.log_tail()
+                if "java.net.BindException" in tail:  # taken since the check in ``start``
+                    raise EmbeddedServerError(message=_port_in_use(self.port))
                 raise EmbeddedServerError(
                     message=f"The embedded Spark Connect server exited with code "
-                    f"{self.process.returncode} while starting. Log tail:\n{self.log_tail()}"
+                    f"{self.process.returncode} while starting. Log tail:\n{tail}"
                 )
             if self._driver_ready() and _port_open(self.port):
                 return

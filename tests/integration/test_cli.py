@@ -202,3 +202,20 @@ def test_serve_runs_a_server_until_terminated(
         if server.poll() is None:
             server.kill()
             server.wait(timeout=60)
+
+
+def test_serve_on_a_port_in_use_says_so_without_starting_a_server() -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "delta_connect_py.cli", "serve", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 2
+    assert f"Port {port} on 127.0.0.1 is already in use" in done.stderr
+    assert "connect('sc://127.0.0.1:" in done.stderr
+    assert "Exception" not in done.stderr  # no Java stack
