@@ -28,6 +28,7 @@ import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StructType
 
 from delta_connect_py import arguments
+from delta_connect_py.clustering import clustering_columns, supports_clustering
 from delta_connect_py.data import snapshot_to_df
 from delta_connect_py.errors import CorruptLogFileError, StateRecoverError
 from delta_connect_py.job_log import logged_job
@@ -498,6 +499,29 @@ class Snapshot:
             )
         return {txn["appId"]: txn["version"] for txn in self.state.set_transactions}
 
+    @property
+    def clustering_columns(self) -> list[str]:
+        """The columns a clustered table is clustered by, by logical name (nested ones as
+        ``a.b``), as delta-spark's ``DESCRIBE DETAIL`` lists them: from the ``delta.clustering``
+        domain metadata of a protocol with the ``clustering`` feature; empty otherwise.
+
+        Runs the state job (as :attr:`transactions`) unless the table is not clustered or the
+        state is known already.
+
+        Returns:
+            The clustering columns, in clustering order.
+
+        Raises:
+            DeltaError: as :attr:`state`.
+
+        Example:
+            >>> snap.clustering_columns
+            ['event_date', 'payload.kind']
+        """
+        if not supports_clustering(self.protocol):
+            return []
+        return clustering_columns(self.state.domain_metadata, self.schema)
+
     def to_df(self, columns: list[str] | None = None, filter: Filter | None = None) -> DataFrame:
         """The table's rows at this snapshot, as a lazy DataFrame read from its data files.
 
@@ -543,8 +567,8 @@ class Snapshot:
         Runs the state job if ``state`` is not known yet.
 
         Returns:
-            ``path``, ``version``, ``timestamp``, ``protocol``, ``metadata``, ``properties`` and
-            ``state`` (delta-spark's ``computedState`` field names).
+            ``path``, ``version``, ``timestamp``, ``protocol``, ``metadata``, ``properties``,
+            ``clusteringColumns`` and ``state`` (delta-spark's ``computedState`` field names).
 
         Example:
             >>> snap.describe()["state"]["numOfFiles"]
@@ -558,6 +582,7 @@ class Snapshot:
             "protocol": self.protocol.to_action(),
             "metadata": self.metadata.to_action(),
             "properties": self.properties,
+            "clusteringColumns": self.clustering_columns,
             "state": {
                 "sizeInBytes": state.size_in_bytes,
                 "numOfFiles": state.num_of_files,

@@ -619,3 +619,26 @@ def test_physical_names_without_column_mapping_mode_are_ignored_like_delta_spark
     got = rows_of(ours(spark, copy).to_df())
     assert got == expected
     assert len(got) > 0 and all(value is None for row in got for value in row[:2])
+
+
+def test_clustering_columns_match_describe_detail(
+    spark: Any, delta_spark: Any, tmp_path: Path
+) -> None:
+    """A table clustered by a column whose name needs quoting and by a nested field, with
+    column mapping (the domain metadata lists physical names); then clustered by nothing."""
+    path = tmp_path / "clustered"
+    location = f"delta.`{path}`"
+    delta_spark.sql(
+        f"CREATE TABLE {location} (id BIGINT, `my col` STRING, s STRUCT<a: INT, `b c`: STRING>) "
+        "USING delta CLUSTER BY (`my col`, s.a) TBLPROPERTIES (delta.columnMapping.mode = 'name')"
+    ).collect()
+
+    def detail() -> list[str]:
+        row = delta_spark.sql(f"DESCRIBE DETAIL {location}").select("clusteringColumns").first()
+        return list(row.clusteringColumns)
+
+    clustered = ours(spark, path)
+    assert clustered.clustering_columns == detail() == ["`my col`", "s.a"]
+    assert clustered.describe()["clusteringColumns"] == ["`my col`", "s.a"]
+    delta_spark.sql(f"ALTER TABLE {location} CLUSTER BY NONE").collect()
+    assert ours(spark, path).clustering_columns == detail() == []
