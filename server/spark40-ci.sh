@@ -38,6 +38,7 @@ subset=(
     tests/conformance
     tests/integration/test_server.py
     tests/integration/test_snapshot.py::test_update_builds_on_the_previous_state
+    tests/integration/test_snapshot.py::test_timestamp_strings_are_read_as_spark_casts_them_in_the_session_time_zone
     "tests/integration/test_snapshot.py::test_a_polling_loop_over_a_delta_rs_table_matches_delta_rs[True]"
     tests/integration/test_snapshot.py::test_update_after_a_longer_transaction_retention_keeps_the_transaction
     tests/integration/test_checkpoint.py::test_a_single_file_checkpoint_observes_the_state_it_writes
