@@ -51,7 +51,7 @@ from pyspark.sql.types import (
 from delta_connect_py import arguments
 from delta_connect_py.errors import FileReferencedNotFoundError, InvalidArgumentError
 from delta_connect_py.plans.deletion_vectors import deleted_rows, descriptor_row
-from delta_connect_py.plans.spark import collect, escape_glob
+from delta_connect_py.plans.spark import all_nullable, collect, escape_glob
 from delta_connect_py.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
 )
@@ -167,8 +167,11 @@ def physical_type(data_type: DataType) -> DataType:
 
 
 def logical_type(data_type: DataType) -> DataType:
-    """``data_type`` without field metadata (names unchanged)."""
-    return renamed_type(data_type, lambda f: f.name)
+    """``data_type`` without field metadata (names unchanged), every field, element and value
+    nullable: the type rows read from parquet files have. Spark reads files as nullable, and
+    cannot cast a nullable nested field to a ``NOT NULL`` one (a struct with a ``NOT NULL``
+    field, as delta-spark writes ``STRUCT<a: INT NOT NULL>``, could not be read)."""
+    return all_nullable(renamed_type(data_type, lambda f: f.name))
 
 
 def physical_name(field: StructField) -> str:

@@ -565,3 +565,31 @@ def test_type_widening_and_iso_timestamp_partitions(spark: Any, conformance_tabl
     for row in to_arrow(DeltaTable.for_path(spark, str(iso)).snapshot().to_df()).to_pylist():
         expected = dt.datetime.fromisoformat(row["str"]).replace(tzinfo=dt.timezone.utc)
         assert row["ts"] == expected
+
+
+def test_not_null_fields_nested_or_not_are_read(spark: Any, tmp_path: Path) -> None:
+    """delta-spark writes ``STRUCT<a: INT NOT NULL>`` and ``BIGINT NOT NULL`` into the schema;
+    Spark reads files as nullable and cannot cast a nullable nested field to a ``NOT NULL`` one:
+    the rows and the change data feed come back, every column nullable."""
+    inner = pa.struct([pa.field("a", pa.int32(), nullable=False), pa.field("b", pa.string())])
+    schema = pa.schema(
+        [
+            pa.field("id", pa.int64(), nullable=False),
+            pa.field("s", inner, nullable=False),
+            pa.field("l", pa.list_(pa.field("item", inner, nullable=False))),
+        ]
+    )
+    row = {"id": 1, "s": {"a": 2, "b": "x"}, "l": [{"a": 3, "b": None}]}
+    root = tmp_path / "t"
+    write_deltalake(
+        str(root),
+        pa.Table.from_pylist([row], schema=schema),
+        configuration={"delta.enableChangeDataFeed": "true"},
+    )
+    logged = json.loads(RsDeltaTable(str(root)).schema().to_json())
+    assert [f["nullable"] for f in logged["fields"]] == [False, False, True]
+    table = DeltaTable.for_path(spark, str(root))
+    rows = table.snapshot().to_df().collect()
+    assert [r.asDict(recursive=True) for r in rows] == [row]
+    changes = table.load_cdf(0).select("id", "s", "l", "_change_type").collect()
+    assert [r.asDict(recursive=True) for r in changes] == [{**row, "_change_type": "insert"}]
