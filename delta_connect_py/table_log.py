@@ -46,7 +46,13 @@ from delta_connect_py.protocol.segment import (
     build_log_segment,
     earliest_reconstructable_version,
 )
-from delta_connect_py.protocol.timestamps import CommitTimestamp, monotonize, version_at_timestamp
+from delta_connect_py.protocol.timestamps import (
+    CommitTimeline,
+    CommitTimestamp,
+    IctStart,
+    monotonize,
+    version_at_timestamp,
+)
 from delta_connect_py.worker.stores import (
     NO_STORAGE_OPTIONS,
     AccessProbe,
@@ -208,33 +214,38 @@ class TableLog:
         self,
         timestamp_ms: int,
         listing: LogListing | None = None,
-        commits: list[CommitTimestamp] | None = None,
+        timeline: CommitTimeline | None = None,
     ) -> int:
-        """``version_at`` a time already in milliseconds since the epoch (``commits``: the
-        listing's ``commit_timestamps``, when the caller has them)."""
+        """``version_at`` a time already in milliseconds since the epoch (``timeline``: the
+        listing's ``commit_timeline``, when the caller has it)."""
         listing = listing or self.list_log()
-        if commits is None:
-            commits = self.commit_timestamps(listing, self.log_segment(None, listing))
+        if timeline is None:
+            timeline = self.commit_timeline(listing, self.log_segment(None, listing))
         return version_at_timestamp(
-            commits,
+            timeline.commits,
             timestamp_ms,
             path=self.table_root,
             earliest_version=earliest_reconstructable_version(listing.files),
+            ict=timeline.ict,
         )
 
-    def commit_timestamps(self, listing: LogListing, latest: LogSegment) -> list[CommitTimestamp]:
-        """Every listed commit's timestamp: monotonized file times, in-commit where enabled."""
+    def commit_timeline(self, listing: LogListing, latest: LogSegment) -> CommitTimeline:
+        """Every listed commit's timestamp: monotonized file times, in-commit ones from the
+        version the latest metadata says they begin at (when it enables them)."""
         commits = [f for f in listing.files if f.kind is LogFileKind.COMMIT]
         file_times = monotonize([f.modification_time for f in commits])
         timestamps = {f.version: t for f, t in zip(commits, file_times, strict=True)}
         _, latest_pm = self.loaded_segment(latest, listing, state_follows=False)
-        enablement = props.ict_enablement(latest_pm.metadata.configuration)
-        if props.in_commit_timestamps_enabled(latest_pm.metadata.configuration):
-            first_ict = enablement[0] if enablement else 0
+        configuration = latest_pm.metadata.configuration
+        ict = None
+        if props.in_commit_timestamps_enabled(configuration):
+            enablement = props.ict_enablement(configuration)
+            ict = IctStart(*enablement) if enablement else IctStart(0, None)
             timestamps.update(
-                self._in_commit_timestamps([f for f in commits if f.version >= first_ict])
+                self._in_commit_timestamps([f for f in commits if f.version >= ict.version])
             )
-        return [CommitTimestamp(v, t) for v, t in sorted(timestamps.items())]
+        ordered = tuple(CommitTimestamp(v, t) for v, t in sorted(timestamps.items()))
+        return CommitTimeline(ordered, ict)
 
     def _in_commit_timestamps(self, commits: list[LogFile]) -> dict[int, int]:
         if not commits:

@@ -41,7 +41,7 @@ from delta_connect_py.errors import (
 )
 from delta_connect_py.job_log import logged_job
 from delta_connect_py.protocol.cdf import index_commit
-from delta_connect_py.protocol.timestamps import format_timestamp_ms
+from delta_connect_py.protocol.timestamps import active_commit, format_timestamp_ms
 from delta_connect_py.table_log import to_epoch_ms
 
 if TYPE_CHECKING:
@@ -78,25 +78,27 @@ def _resolve_range(
     start = 0 if start_version is None else start_version
     end = latest if end_version is None else min(end_version, latest)
     if start_ts is not None or end_ts is not None:
-        commits = table.commit_timestamps(listing, table.log_segment(None, listing))
+        timeline = table.commit_timeline(listing, table.log_segment(None, listing))
+        last = timeline.commits[-1]
         if start_ts is not None:
             t = to_epoch_ms(table.spark, start_ts)
-            after = [c.version for c in commits if c.timestamp >= t]
-            if not after:
+            # delta-spark: the commit active then if it was made exactly then, else the next.
+            active = active_commit(timeline.commits, t, timeline.ict)
+            start = active.version if active.timestamp >= t else active.version + 1
+            if start > last.version:
                 if allow_out_of_range:
                     return _Range(latest + 1, latest, empty=True)
                 raise TimestampGreaterThanCommitError(
                     provided_timestamp=format_timestamp_ms(t),
                     path=table.table_root,
-                    maximum_timestamp=format_timestamp_ms(commits[-1].timestamp),
+                    maximum_timestamp=format_timestamp_ms(last.timestamp),
                 )
-            start = after[0]
         if end_ts is not None:
             # After the last commit: delta-spark's time travel refusal, unless out of range is
             # allowed (its timestampOutOfRange setting), which ends at the latest version.
             end_ms = to_epoch_ms(table.spark, end_ts)
-            clamped = end_ms > commits[-1].timestamp and allow_out_of_range
-            end = latest if clamped else table.version_at_ms(end_ms, listing, commits)
+            clamped = end_ms > last.timestamp and allow_out_of_range
+            end = latest if clamped else table.version_at_ms(end_ms, listing, timeline)
         if start_ts is not None and end_ts is not None and end == start - 1:
             return _Range(start, end, empty=True)
     return _Range(start, end)

@@ -15,13 +15,16 @@ import time
 import weakref
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 from unittest import mock
 from urllib.parse import unquote
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable as RsDeltaTable
+from deltalake import write_deltalake
 
 from delta_connect_py import DeltaTable
 from delta_connect_py.errors import (
@@ -128,6 +131,72 @@ def test_timestamp_strings_are_read_as_spark_casts_them_in_the_session_time_zone
         assert f"('{text}')" in str(info.value)
     with pytest.raises(InvalidTimestampError):
         table.load_cdf(starting_timestamp="2024-W01")
+
+
+def _ict_enabled_at_version_3(root: Path, ict_ms: dict[int, int]) -> None:
+    """A delta-rs table (CDF on, v0-v2 appends) whose v3 turns in-commit timestamps on; v4 and
+    v5 each add a copy of v1's data file; ``ict_ms``: the in-commit timestamps of v3-v5."""
+    for value in range(3):
+        write_deltalake(
+            str(root),
+            pa.table({"x": [value]}),
+            mode="append",
+            configuration={"delta.enableChangeDataFeed": "true"},
+        )
+    log = root / "_delta_log"
+    first = [json.loads(line) for line in (log / commit_name(0)).read_text().splitlines()]
+    metadata = next(action["metaData"] for action in first if "metaData" in action)
+    configuration = {
+        **metadata["configuration"],
+        "delta.enableInCommitTimestamps": "true",
+        "delta.inCommitTimestampEnablementVersion": "3",
+        "delta.inCommitTimestampEnablementTimestamp": str(ict_ms[3]),
+    }
+    features = ["appendOnly", "invariants", "changeDataFeed", "inCommitTimestamp"]
+    added = next(
+        json.loads(line)["add"]
+        for line in (log / commit_name(1)).read_text().splitlines()
+        if '"add"' in line
+    )
+
+    def commit(version: int, *actions: dict[str, Any]) -> None:
+        info = {"commitInfo": {"inCommitTimestamp": ict_ms[version], "operation": "WRITE"}}
+        lines = [info, *actions]
+        (log / commit_name(version)).write_text("".join(json.dumps(a) + "\n" for a in lines))
+
+    commit(
+        3,
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": features}},
+        {"metaData": {**metadata, "configuration": configuration}},
+    )
+    for version in (4, 5):
+        copy = f"copy-{version}-{added['path']}"
+        shutil.copy(root / added["path"], root / copy)
+        commit(version, {"add": {**added, "path": copy, "modificationTime": ict_ms[version]}})
+
+
+def test_a_copied_table_time_travels_by_in_commit_timestamps_where_they_begin(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A copy rewrites every commit's file time (``cp -r``): later than the in-commit
+    timestamps of the versions after the enablement. delta-spark searches a time at or after
+    the enablement among the in-commit timestamps only, an earlier one among the commits
+    before them (checked on its server: it answers v4-v6 where we refused)."""
+    root = tmp_path / "t"
+    ict_ms = {3: T0 * 1000 + 10, 4: T0 * 1000 + 20, 5: T0 * 1000 + 30}
+    _ict_enabled_at_version_3(root, ict_ms)
+    _set_commit_times(root, {v: T0 + 3600 + v for v in range(6)})  # the copy, an hour later
+    table = DeltaTable.for_path(spark, str(root))
+    at = partial(datetime.fromtimestamp, tz=timezone.utc)
+    assert table.version_at(at(ict_ms[3] / 1000)) == 3
+    assert table.version_at(at((ict_ms[4] + 5) / 1000)) == 4
+    assert table.snapshot(timestamp=at(ict_ms[5] / 1000)).version == 5
+    with pytest.raises(TimestampEarlierThanCommitRetentionError):
+        table.version_at(at(ict_ms[3] / 1000 - 1))  # before the enablement: v0's file time
+    changes = table.load_cdf(starting_timestamp=at(ict_ms[4] / 1000))
+    assert {row["_commit_version"] for row in changes.collect()} == {4, 5}
+    between = table.load_cdf(starting_timestamp=at((ict_ms[3] + 1) / 1000))
+    assert {row["_commit_version"] for row in between.collect()} == {4, 5}
 
 
 def test_in_commit_timestamps_drive_time_travel(spark: Any) -> None:

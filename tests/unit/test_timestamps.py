@@ -14,6 +14,8 @@ from delta_connect_py.errors import (
 )
 from delta_connect_py.protocol.timestamps import (
     CommitTimestamp,
+    IctStart,
+    active_commit,
     format_timestamp_ms,
     monotonize,
     version_at_timestamp,
@@ -70,3 +72,40 @@ def test_before_earliest_usable() -> None:
 def test_no_usable_commits() -> None:
     with pytest.raises(ValueError):
         version_at_timestamp(COMMITS, 3000, path="/t", earliest_version=9)
+
+
+#: In-commit timestamps from v3 (enabled at 3000 ms); v0-v2 copied later, their file times
+#: rewritten to 9000-9002 ms (as ``cp -r`` leaves them), after every in-commit timestamp.
+COPIED = [CommitTimestamp(v, t) for v, t in [(0, 9000), (1, 9001), (2, 9002)]] + [
+    CommitTimestamp(v, t) for v, t in [(3, 3000), (4, 4000), (5, 5000)]
+]
+ICT_FROM_3 = IctStart(3, 3000)
+
+
+@pytest.mark.parametrize(("t", "version"), [(3000, 3), (3999, 3), (4000, 4), (5000, 5)])
+def test_a_time_after_the_enablement_is_searched_among_in_commit_timestamps(
+    t: int, version: int
+) -> None:
+    found = version_at_timestamp(COPIED, t, path="/t", earliest_version=0, ict=ICT_FROM_3)
+    assert found == version
+
+
+def test_a_time_before_the_enablement_is_searched_among_file_times_only() -> None:
+    with pytest.raises(TimestampEarlierThanCommitRetentionError) as info:
+        version_at_timestamp(COPIED, 2999, path="/t", earliest_version=0, ict=ICT_FROM_3)
+    assert info.value.getMessageParameters()["commit_timestamp"] == "1970-01-01 00:00:09.000"
+    # Before the enablement time by the property, after the rewritten file times: the last
+    # commit before the in-commit timestamps (delta-spark's non-ICT range), not an error.
+    late_enablement = IctStart(3, 9500)
+    assert (
+        version_at_timestamp(COPIED, 9400, path="/t", earliest_version=0, ict=late_enablement) == 2
+    )
+    with pytest.raises(TimestampGreaterThanCommitError):
+        version_at_timestamp(COPIED, 5001, path="/t", earliest_version=0, ict=ICT_FROM_3)
+
+
+def test_in_commit_timestamps_from_creation_or_none_before_the_earliest_usable_commit() -> None:
+    from_creation = [CommitTimestamp(v, 1000 * (v + 1)) for v in range(3)]
+    assert active_commit(from_creation, 2500, IctStart(0, None)) == from_creation[1]
+    # Enabled at v3 but v0-v2 gone: a time before the enablement has only the first commit.
+    assert active_commit(COPIED[3:], 100, ICT_FROM_3) == COPIED[3]
