@@ -440,6 +440,29 @@ class DifferentDeltaTableReadByStreamingSourceError(DeltaError):
     )
 
 
+class TableReplacedDuringStreamError(DifferentDeltaTableReadByStreamingSourceError):
+    """A version the stream reaches belongs to another table than the one it started on."""
+
+    template = (
+        "The stream of {path} reads the Delta table with id '{read_table_id}' (its version "
+        "{read_version}, where the stream started), but version {version} belongs to another "
+        "Delta table (id = '{table_id}'): the table was replaced or re-created. Read the "
+        "versions before it with load_cdf, or start a new stream at or after the table's "
+        "replacement."
+    )
+
+
+class StreamingIncompatibleSchemaChangeError(DeltaError):
+    error_class = "DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG"
+    template = (
+        "Streaming read of {path} is not supported across read-incompatible schema changes: "
+        "version {version} and the stream's read schema (version {read_version}, where the "
+        "stream started) differ by a renamed or dropped column or by the partition columns, "
+        "under column mapping. Read the versions on each side of the change with load_cdf, or "
+        "start a new stream at a version after it."
+    )
+
+
 class InvalidArgumentError(DeltaError, ValueError):
     """An argument of a public call has a wrong value, found before any Spark job.
 

@@ -129,10 +129,16 @@ class Snapshot:
     @property
     def timestamp_ms(self) -> int:
         """The commit timestamp: in-commit timestamp where enabled, else the commit file's mtime."""
+        ict = self.in_commit_timestamp_ms
+        return self.segment.last_commit_timestamp if ict is None else ict
+
+    @property
+    def in_commit_timestamp_ms(self) -> int | None:
+        """The version's in-commit timestamp where the table has them enabled, else None."""
         ict = self.protocol_and_metadata.in_commit_timestamp
         if ict is not None and props.in_commit_timestamps_enabled(self.metadata.configuration):
             return ict
-        return self.segment.last_commit_timestamp
+        return None
 
     @property
     def timestamp(self) -> datetime:

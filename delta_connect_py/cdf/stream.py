@@ -6,13 +6,19 @@ of admitted file changes (:mod:`delta_connect_py.cdf.file_changes`) as ``(end of
 
 Invariants: arguments are checked when ``stream_cdf`` is called, before any job; every batch gets
 fresh admission limits; offsets only move forward (``validate_offsets``); a resumed offset of
-another table raises ``DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE``.
+another table raises ``DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE``, and so does a version a
+batch reaches whose metadata is another table's (a replaced table); a batch reaching a version
+whose schema differs from the stream's read schema (the latest when it started) by a rename,
+drop or partitioning change under column mapping raises
+``DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG``, before its rows, as delta-spark's
+stream does without a schema tracking location.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, TypeAlias
 
@@ -22,7 +28,11 @@ from delta_connect_py import arguments
 from delta_connect_py.cdf.commits import snapshot_at
 from delta_connect_py.cdf.file_changes import FileChanges, collect_file_changes
 from delta_connect_py.cdf.rows import changes_frame, entries_of
-from delta_connect_py.errors import DifferentDeltaTableReadByStreamingSourceError
+from delta_connect_py.errors import (
+    DifferentDeltaTableReadByStreamingSourceError,
+    StreamingIncompatibleSchemaChangeError,
+    TableReplacedDuringStreamError,
+)
 from delta_connect_py.protocol.actions import Metadata
 from delta_connect_py.protocol.cdf import (
     BASE_INDEX,
@@ -31,8 +41,11 @@ from delta_connect_py.protocol.cdf import (
     next_offset,
     validate_offsets,
 )
+from delta_connect_py.protocol.schema_changes import has_no_column_mapping_schema_changes
 
 if TYPE_CHECKING:
+    from delta_connect_py.plans.listing import LogListing
+    from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table_log import TableLog
 
 
@@ -41,11 +54,32 @@ if TYPE_CHECKING:
 CdfBatch: TypeAlias = tuple[DeltaSourceOffset, DataFrame]
 
 
+@dataclass(frozen=True)
+class ReadSchema:
+    """What the stream reads with: the metadata of the latest version when it started
+    (delta-spark's ``snapshotAtSourceInit``)."""
+
+    version: int
+    metadata: Metadata
+
+
 def _starting_offset(
     table: TableLog, starting_version: int | None, offset: DeltaSourceOffset | str | None
-) -> DeltaSourceOffset:
+) -> tuple[DeltaSourceOffset, ReadSchema]:
+    """The offset the stream starts after, and its read schema."""
     listing = table.list_log()
     latest = snapshot_at(table, listing, table.log_segment(None, listing).version)
+    read = ReadSchema(latest.version, latest.metadata)
+    return _offset(table, listing, latest, starting_version, offset), read
+
+
+def _offset(
+    table: TableLog,
+    listing: LogListing,
+    latest: Snapshot,
+    starting_version: int | None,
+    offset: DeltaSourceOffset | str | None,
+) -> DeltaSourceOffset:
     if offset is not None:
         parsed = DeltaSourceOffset.from_json(offset) if isinstance(offset, str) else offset
         if parsed.reservoir_id != latest.metadata.id:
@@ -63,6 +97,34 @@ def _starting_offset(
         # naming the versions there are), rather than wait for it.
         table.log_segment(starting_version, listing)
     return DeltaSourceOffset(latest.metadata.id, starting_version, BASE_INDEX, False)
+
+
+def _check_read_compatible(
+    table: TableLog, read: ReadSchema, metadata_by_version: Mapping[int, Metadata], upto: int
+) -> None:
+    """delta-spark's ``checkReadIncompatibleSchemaChanges`` without a schema tracking log, for
+    the metadata in effect at each version a batch reaches (up to ``upto``): another table's id
+    (``DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE``), or a rename, drop or partitioning
+    change under column mapping against the read schema
+    (``DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG``), before any of its rows."""
+    for version, metadata in sorted(metadata_by_version.items()):
+        if version > upto:
+            break
+        if metadata.id != read.metadata.id:
+            raise TableReplacedDuringStreamError(
+                path=table.table_root,
+                read_table_id=read.metadata.id,
+                read_version=read.version,
+                version=version,
+                table_id=metadata.id,
+            )
+        older, newer = (
+            (metadata, read.metadata) if version < read.version else (read.metadata, metadata)
+        )
+        if not has_no_column_mapping_schema_changes(newer, older):
+            raise StreamingIncompatibleSchemaChangeError(
+                path=table.table_root, version=version, read_version=read.version
+            )
 
 
 def batch_frame(table: TableLog, changes: FileChanges) -> DataFrame:
@@ -137,7 +199,7 @@ def _batches(
     stop_when_caught_up: bool,
 ) -> Iterator[CdfBatch]:
     """``stream_cdf``'s batches, its arguments checked."""
-    previous = _starting_offset(table, starting_version, offset)
+    previous, read = _starting_offset(table, starting_version, offset)
     known: dict[int, Metadata] = {}
     while True:
         changes = collect_file_changes(
@@ -157,5 +219,6 @@ def _batches(
             time.sleep(poll_seconds)
             continue
         validate_offsets(previous, current)
+        _check_read_compatible(table, read, changes.metadata_by_version, current.reservoir_version)
         yield current, batch_frame(table, changes)
         previous = current

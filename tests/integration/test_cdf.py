@@ -43,6 +43,7 @@ from delta_connect_py.errors import (
     MissingChangeDataError,
     MissingFilesUnexpectedVersionError,
     NoStartForCdcReadError,
+    StreamingIncompatibleSchemaChangeError,
     TimestampGreaterThanCommitError,
     UnsupportedFeaturesForReadError,
     VersionNotFoundError,
@@ -338,18 +339,62 @@ def test_column_mapped_history_reads_physical_columns_and_refuses_renames_like_d
     assert data.value.getMessageParameters()["incompatible_version"] == "3"
 
 
-def test_stream_batches_never_span_a_schema_change(spark: Any, column_mapped: Path) -> None:
+def test_a_stream_across_a_column_mapping_rename_is_refused_like_delta_spark(
+    spark: Any, column_mapped: Path
+) -> None:
+    """delta-spark's stream without a schema tracking location reads with the latest schema
+    when it starts and refuses, before any row, a version whose schema differs from it by a
+    rename or drop under column mapping (checked on its server with the same kind of history);
+    a stream starting after the last rename reads on."""
     table = DeltaTable.for_path(spark, str(column_mapped))
-    batches = list(table.stream_cdf(0, stop_when_caught_up=True, poll_seconds=0))
-    offsets = [offset.position for offset, _ in batches]
-    assert offsets == [(3, METADATA_CHANGE_INDEX), (5, METADATA_CHANGE_INDEX), (6, BASE_INDEX)]
-    assert json.loads(batches[0][0].to_json())["sourceVersion"] == 3
-    columns = [frame.columns[:3] for _, frame in batches]
-    assert columns == [["id", "name", "part"], ["id", "label", "part"], ["id", "title", "part"]]
-    assert [len(_plain_rows(frame)) for _, frame in batches] == [5, 1, 0]
-    # Resuming from the barrier reads on with the new schema.
-    _, resumed = next(table.stream_cdf(offset=batches[0][0].to_json()))
-    assert _plain_rows(resumed) == [(4, "d", "y", "insert", 4)]
+    for start in (0, 3, 4):
+        with pytest.raises(StreamingIncompatibleSchemaChangeError) as info:
+            next(table.stream_cdf(start, stop_when_caught_up=True, poll_seconds=0))
+        assert info.value.getMessageParameters()["version"] == str(start)
+        assert info.value.getMessageParameters()["read_version"] == "5"
+    after_renames = list(table.stream_cdf(5, stop_when_caught_up=True, poll_seconds=0))
+    assert [rows.count() for _, rows in after_renames] == [0]  # v5 renames, adds no file
+    ((_, rows),) = list(table.stream_cdf(stop_when_caught_up=True, poll_seconds=0))
+    assert rows.columns[:3] == ["id", "title", "part"]
+    assert [row[:2] for row in _plain_rows(rows)] == [(1, "a"), (2, "B"), (3, "c"), (4, "d")]
+
+
+def test_a_stream_reaching_a_replaced_table_is_refused_like_delta_spark(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A metaData with a new table id (``CREATE OR REPLACE``): delta-spark's stream, reading
+    with the latest metadata, refuses the earlier table's versions before any row."""
+    root = tmp_path / "replaced"
+    write_deltalake(str(root), pa.table({"id": pa.array([1], pa.int64())}), configuration=CDF_ON)
+    first = [
+        json.loads(line) for line in (root / "_delta_log" / commit_name(0)).read_text().splitlines()
+    ]
+    metadata = next(action["metaData"] for action in first if "metaData" in action)
+    _commit(root, 1, "CREATE OR REPLACE TABLE", {"metaData": {**metadata, "id": "another-table"}})
+    table = DeltaTable.for_path(spark, str(root))
+    with pytest.raises(DifferentDeltaTableReadByStreamingSourceError) as info:
+        next(table.stream_cdf(0, stop_when_caught_up=True, poll_seconds=0))
+    parameters = info.value.getMessageParameters()
+    assert (parameters["version"], parameters["table_id"]) == ("0", metadata["id"])
+    assert parameters["read_table_id"] == "another-table"
+    after_replace = list(table.stream_cdf(1, stop_when_caught_up=True, poll_seconds=0))
+    assert [rows.count() for _, rows in after_replace] == [0]  # v1 replaces, adds no file
+
+
+def test_a_stream_from_the_latest_snapshot_stamps_its_rows_with_its_in_commit_timestamp(
+    spark: Any, conformance_table: Any
+) -> None:
+    """delta-spark passes the snapshot's in-commit timestamp with its rows; the commit files'
+    own times (here rewritten, as a copy does) are not the commit's time."""
+    root = conformance_table("delta-rs/cdc_ict_table/delta")
+    for commit in (root / "_delta_log").glob("*.json"):
+        os.utime(commit, (T0, T0))
+    table = DeltaTable.for_path(spark, str(root))
+    latest = table.snapshot()
+    assert latest.in_commit_timestamp_ms is not None
+    ((_, rows),) = list(table.stream_cdf(stop_when_caught_up=True, poll_seconds=0))
+    stamps = {_plain(row["_commit_timestamp"]) for row in rows.collect()}
+    assert stamps == {latest.in_commit_timestamp_ms}
 
 
 def test_added_column_reads_with_the_latest_schema_and_ends_stream_batches(
@@ -367,10 +412,14 @@ def test_added_column_reads_with_the_latest_schema_and_ends_stream_batches(
         (1, METADATA_CHANGE_INDEX),
         (2, BASE_INDEX),
     ]
+    assert json.loads(batches[0][0].to_json())["sourceVersion"] == 3
     assert [_plain_rows(frame) for _, frame in batches] == [
         [(1, "insert", 0)],
         [(2, "e", "insert", 1)],
     ]
+    # Resuming from the barrier reads on with the new schema.
+    _, resumed = next(table.stream_cdf(offset=batches[0][0].to_json()))
+    assert _plain_rows(resumed) == [(2, "e", "insert", 1)]
 
 
 def test_inline_dv_with_an_overflowing_z85_group_is_decoded_as_delta_spark_does(
