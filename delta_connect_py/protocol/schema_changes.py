@@ -68,7 +68,9 @@ def _renamed_or_dropped(new_schema: Mapping[str, Any], old_schema: Mapping[str, 
 
 
 def has_no_column_mapping_schema_changes(new: Metadata, old: Metadata) -> bool:
-    """No rename, no drop and the same partition columns from ``old`` to ``new``.
+    """No rename, no drop and the same partition columns from ``old`` to ``new``, where
+    ``new`` is column-mapped; always true where neither is (delta-spark compares nothing then:
+    partition changes of such tables are left to the other checks).
 
     Reading across a column-mapping downgrade (or a mode change) is never allowed; across an
     upgrade, the old schema's names count as its physical names (what the upgrade assigns).
@@ -77,10 +79,10 @@ def has_no_column_mapping_schema_changes(new: Metadata, old: Metadata) -> bool:
     new_mode = props.column_mapping_mode(new.configuration)
     if old_mode != "none" and new_mode != old_mode:
         return False
-    if tuple(new.partition_columns) != tuple(old.partition_columns):
-        return False
     if new_mode == "none":
         return True
+    if tuple(new.partition_columns) != tuple(old.partition_columns):
+        return False
     return not _renamed_or_dropped(new.schema_json, old.schema_json)
 
 

@@ -92,10 +92,22 @@ def test_upgrade_keeps_names_as_physical_names_and_downgrade_is_refused() -> Non
     assert not has_no_column_mapping_schema_changes(plain, upgraded)
 
 
-def test_partition_column_changes_are_never_compatible() -> None:
+def test_partition_column_changes_count_only_under_column_mapping() -> None:
+    """delta-spark's ``hasNoColumnMappingSchemaChanges`` compares nothing when neither side
+    is column-mapped (its batch CDF reads across such a repartitioning, checked on its
+    server); a column-mapped one (or an upgrade) must keep its partition columns."""
     a = _metadata(_field("a"), _field("p", "string"), parts=["p"])
     b = _metadata(_field("a"), _field("p", "string"))
-    assert not has_no_column_mapping_schema_changes(b, a)
+    assert has_no_column_mapping_schema_changes(b, a)
+    mapped_a = _metadata(
+        _field("a", physical="c1"), _field("p", "string", physical="c2"), parts=["p"], config=CM
+    )
+    mapped_b = _metadata(
+        _field("a", physical="c1"), _field("p", "string", physical="c2"), config=CM
+    )
+    assert not has_no_column_mapping_schema_changes(mapped_b, mapped_a)
+    upgraded = _metadata(_field("a", physical="a"), _field("p", "string", physical="p"), config=CM)
+    assert not has_no_column_mapping_schema_changes(upgraded, a)
 
 
 # ------------------------------------------------------------------------ read compatibility

@@ -642,3 +642,26 @@ def test_clustering_columns_match_describe_detail(
     assert clustered.describe()["clusteringColumns"] == ["`my col`", "s.a"]
     delta_spark.sql(f"ALTER TABLE {location} CLUSTER BY NONE").collect()
     assert ours(spark, path).clustering_columns == detail() == []
+
+
+def test_change_data_across_a_repartitioning_without_column_mapping_like_delta_spark(
+    spark: Any, delta_spark: Any, tmp_path: Path
+) -> None:
+    """An overwrite with ``overwriteSchema`` that partitions a table without column mapping by
+    another column: delta-spark's batch change data feed reads across it (with the latest
+    schema and partitioning), and so do we."""
+    path = str(tmp_path / "repartitioned")
+    writer = delta_spark.sql("SELECT 1L AS id, 'a' AS p").write.format("delta")
+    writer.partitionBy("p").option("delta.enableChangeDataFeed", "true").save(path)
+    overwrite = delta_spark.sql("SELECT 2L AS id, 'b' AS p").write.format("delta").mode("overwrite")
+    overwrite.option("overwriteSchema", "true").partitionBy("id").save(path)
+    delta_spark.sql("SELECT 3L AS id, 'c' AS p").write.format("delta").mode("append").save(path)
+    expected = (
+        delta_spark.read.format("delta")
+        .option("readChangeFeed", "true")
+        .option("startingVersion", 0)
+        .load(path)
+    )
+    actual = DeltaTable.for_path(spark, path).load_cdf(0)
+    assert actual.columns == expected.columns
+    assert rows_of(actual) == rows_of(expected)
