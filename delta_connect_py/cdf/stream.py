@@ -70,16 +70,18 @@ def _starting_offset(
     listing = table.list_log()
     latest = snapshot_at(table, listing, table.log_segment(None, listing).version)
     read = ReadSchema(latest.version, latest.metadata)
-    return _offset(table, listing, latest, starting_version, offset), read
+    return _resolved_offset(table, listing, latest, starting_version, offset), read
 
 
-def _offset(
+def _resolved_offset(
     table: TableLog,
     listing: LogListing,
     latest: Snapshot,
     starting_version: int | None,
     offset: DeltaSourceOffset | str | None,
 ) -> DeltaSourceOffset:
+    """The offset a resumed ``offset`` (of this table), a ``starting_version`` or the latest
+    snapshot (``latest``, as inserts) gives the stream to start after."""
     if offset is not None:
         parsed = DeltaSourceOffset.from_json(offset) if isinstance(offset, str) else offset
         if parsed.reservoir_id != latest.metadata.id:
