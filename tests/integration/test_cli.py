@@ -204,6 +204,7 @@ def test_serve_runs_a_server_until_terminated(
             server.wait(timeout=60)
 
 
+@pytest.mark.embedded
 def test_serve_on_a_port_in_use_says_so_without_starting_a_server() -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
         taken.bind(("127.0.0.1", 0))
