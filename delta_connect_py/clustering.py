@@ -24,12 +24,12 @@ from typing import Any
 
 from pyspark.sql.types import DataType, StructField, StructType
 
+from delta_connect_py.data import physical_name
 from delta_connect_py.protocol.actions import Protocol
 from delta_connect_py.protocol.features import protocol_features
 
 CLUSTERING_FEATURE = "clustering"
 CLUSTERING_DOMAIN = "delta.clustering"
-_PHYSICAL_NAME = "delta.columnMapping.physicalName"
 _PLAIN_PART = re.compile(r"[A-Za-z0-9_]+")
 
 
@@ -76,7 +76,7 @@ def _field_by_physical_name(data_type: DataType, physical: str) -> StructField |
         return None
     wanted = physical.lower()
     for field in data_type.fields:
-        if str((field.metadata or {}).get(_PHYSICAL_NAME, field.name)).lower() == wanted:
+        if physical_name(field).lower() == wanted:
             return field
     return None
 

@@ -46,10 +46,9 @@ from delta_connect_py import arguments, snapshot_cache
 from delta_connect_py.plans.loading import commit_actions, malformed_commits_reported
 from delta_connect_py.plans.replay import BYTES_PER_PARTITION
 from delta_connect_py.plans.spark import materialize
-from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.actions import VERSION_COLUMN
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind
-from delta_connect_py.protocol.timestamps import monotonize
+from delta_connect_py.protocol.timestamps import ict_start, monotonize
 from delta_connect_py.quiet_log import LogMark, unchanged_since
 from delta_connect_py.snapshot import check_snapshot_readable
 from delta_connect_py.snapshot_cache import CacheKey, LruPolicy
@@ -127,10 +126,8 @@ def _commits_in_range(
 
 def _first_ict_version(configuration: Mapping[str, str]) -> int:
     """The first version whose timestamp is its ``inCommitTimestamp`` (huge when disabled)."""
-    if not props.in_commit_timestamps_enabled(configuration):
-        return 2**62
-    enablement = props.ict_enablement(configuration)
-    return enablement[0] if enablement else 0
+    start = ict_start(configuration)
+    return 2**62 if start is None else start.version
 
 
 def _timestamp(first_ict: int) -> Column:

@@ -39,7 +39,6 @@ from delta_connect_py.plans.loading import (
 )
 from delta_connect_py.plans.protocol_metadata import ProtocolAndMetadata, protocol_and_metadata
 from delta_connect_py.plans.spark import collect, map_in_arrow, one_row
-from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.filenames import LogFile, LogFileKind
 from delta_connect_py.protocol.segment import (
     LogSegment,
@@ -49,7 +48,7 @@ from delta_connect_py.protocol.segment import (
 from delta_connect_py.protocol.timestamps import (
     CommitTimeline,
     CommitTimestamp,
-    IctStart,
+    ict_start,
     monotonize,
     version_at_timestamp,
 )
@@ -236,11 +235,8 @@ class TableLog:
         file_times = monotonize([f.modification_time for f in commits])
         timestamps = {f.version: t for f, t in zip(commits, file_times, strict=True)}
         _, latest_pm = self.loaded_segment(latest, listing, state_follows=False)
-        configuration = latest_pm.metadata.configuration
-        ict = None
-        if props.in_commit_timestamps_enabled(configuration):
-            enablement = props.ict_enablement(configuration)
-            ict = IctStart(*enablement) if enablement else IctStart(0, None)
+        ict = ict_start(latest_pm.metadata.configuration)
+        if ict is not None:
             timestamps.update(
                 self._in_commit_timestamps([f for f in commits if f.version >= ict.version])
             )

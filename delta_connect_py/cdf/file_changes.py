@@ -159,9 +159,10 @@ def _collect_file_changes(
         # The snapshot's rows carry its in-commit timestamp where it has one (delta-spark
         # passes it with them), else its commit's monotonized file time.
         ict = snapshot.in_commit_timestamp_ms
-        timestamps.setdefault(from_version, snapshot.timestamp_ms)
         if ict is not None:
             timestamps[from_version] = ict
+        else:
+            timestamps.setdefault(from_version, snapshot.timestamp_ms)
     versions.extend(
         VersionFiles(c.version, index_commit(c, schema_change=_is_schema_change(c, start_metadata)))
         for c in changes

@@ -17,7 +17,7 @@ range's first raises the matching Delta error, with timestamps rendered
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
@@ -25,6 +25,7 @@ from delta_connect_py.errors import (
     TimestampEarlierThanCommitRetentionError,
     TimestampGreaterThanCommitError,
 )
+from delta_connect_py.protocol import properties as props
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
@@ -59,6 +60,15 @@ class IctStart:
 
     version: int
     enabled_ms: int | None
+
+
+def ict_start(configuration: Mapping[str, str]) -> IctStart | None:
+    """Where the in-commit timestamps of a table whose latest metadata has ``configuration``
+    begin (None: they are not enabled): its enablement properties, else from creation."""
+    if not props.in_commit_timestamps_enabled(configuration):
+        return None
+    enablement = props.ict_enablement(configuration)
+    return IctStart(*enablement) if enablement else IctStart(0, None)
 
 
 @dataclass(frozen=True)
