@@ -65,7 +65,11 @@ from delta_connect_py.protocol.file_filters import (
     predicates_of,
     stats_may_match,
 )
-from delta_connect_py.protocol.properties import column_mapping_mode
+from delta_connect_py.protocol.properties import (
+    COLUMN_MAPPING_ID_KEY,
+    PHYSICAL_NAME_KEY,
+    column_mapping_mode,
+)
 from delta_connect_py.spark_failures import caused_by, translate_server_error
 from delta_connect_py.table_schema import (
     no_metadata,
@@ -100,8 +104,6 @@ class SnapshotView(Protocol):
     def all_files(self) -> DataFrame: ...
 
 
-PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
-COLUMN_MAPPING_ID_KEY = "delta.columnMapping.id"
 #: Spark's field metadata key for a parquet field id, and the setting that makes its parquet
 #: reader match fields by it.
 PARQUET_FIELD_ID_KEY = "parquet.field.id"

@@ -34,6 +34,9 @@ CHECKPOINT_POLICY = "delta.checkpointPolicy"
 WRITE_STATS_AS_JSON = "delta.checkpoint.writeStatsAsJson"
 WRITE_STATS_AS_STRUCT = "delta.checkpoint.writeStatsAsStruct"
 COLUMN_MAPPING_MODE = "delta.columnMapping.mode"
+#: Keys of a schema field's metadata under column mapping (not table properties).
+PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
+COLUMN_MAPPING_ID_KEY = "delta.columnMapping.id"
 
 DEFAULT_DELETED_FILE_RETENTION = "interval 1 week"
 DEFAULT_LOG_RETENTION = "interval 30 days"

@@ -26,8 +26,8 @@ from typing import Any
 
 from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.actions import Metadata
+from delta_connect_py.protocol.properties import PHYSICAL_NAME_KEY
 
-PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 _NULL_TYPES = ("null", "void")
 
 Path = tuple[str, ...]
