@@ -71,7 +71,7 @@ _applications: dict[str, str | None] = {}
 CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: The oldest Spark line whose Connect server runs our plans, and what we say is supported.
 OLDEST_SERVER = (4, 0)
-SUPPORTED_SERVERS = "Spark Connect servers of Spark 4.0 and 4.1"
+SUPPORTED_SERVERS = "Spark Connect servers of Spark 4.0, 4.1 and 4.2"
 #: Settings a pyspark 4.1 client reads on every ``createDataFrame`` of local data, which Spark
 #: 4.0 does not define (``SQL_CONF_NOT_FOUND``); set to Spark 4.1's defaults. A 4.0 server
 #: accepts unknown ``spark.sql.*`` keys. They only size the chunks of a local relation above
@@ -82,6 +82,11 @@ LOCAL_RELATION_CHUNK_CONF = {
     "spark.sql.session.localRelationChunkSizeBytes": str(16 << 20),
     "spark.sql.session.localRelationBatchOfChunksSizeBytes": str(1 << 30),
 }
+#: The setting a pyspark 4.2 client also reads there and parses as a plain integer: Spark 4.0
+#: does not define it, and Spark 4.1 gives its default with a unit (``3221225472b``), which
+#: fails every ``createDataFrame`` of such a client. Set to that same size (Spark 4.1's default,
+#: 3 GiB) as a number of bytes, which both servers accept.
+LOCAL_RELATION_SIZE_CONF = {"spark.sql.session.localRelationSizeLimit": str(3 << 30)}
 #: How long process exit waits for the server to release a session (an unreachable server
 #: would otherwise be retried for minutes).
 RELEASE_TIMEOUT_SECONDS = 5.0
@@ -276,6 +281,9 @@ def settings_for_server(server_version: str, client_version: str) -> dict[str, s
             client_version=client_version,
             supported=SUPPORTED_SERVERS,
         )
-    if server < (4, 1) and client is not None and client >= (4, 1):
-        return dict(LOCAL_RELATION_CHUNK_CONF)
-    return {}
+    settings: dict[str, str] = {}
+    if client is not None and client >= (4, 1) and server < (4, 1):
+        settings.update(LOCAL_RELATION_CHUNK_CONF)
+    if client is not None and client >= (4, 2) and server < (4, 2):
+        settings.update(LOCAL_RELATION_SIZE_CONF)
+    return settings

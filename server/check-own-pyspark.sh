@@ -45,4 +45,10 @@ if [[ "$before" != "$after" ]]; then
     diff <(echo "$before") <(echo "$after") >&2 || true
     exit 1
 fi
-(cd / && "$venv/bin/python" -c 'import delta_connect_py')
+# From a script file, as a program imports it: pyspark-client 4.2.0 exits when its Connect
+# client is imported from `python -c` (pyspark.sql.connect takes that for a doctest run and looks
+# for a SPARK_HOME, which a client-only install has not).
+script="$(mktemp -t check-own-pyspark.XXXXXX.py)"
+trap 'rm -f "$script"' EXIT
+echo 'import delta_connect_py' > "$script"
+(cd / && "$venv/bin/python" "$script")

@@ -26,6 +26,7 @@ from delta_connect_py.session import (
     CLIENT_PYSPARK,
     CLIENT_PYTHON,
     LOCAL_RELATION_CHUNK_CONF,
+    LOCAL_RELATION_SIZE_CONF,
 )
 from delta_connect_py.worker.archives import in_worker
 
@@ -69,13 +70,17 @@ def test_package_worker_code_runs_by_value(spark: Any) -> None:
 
 def test_local_data_reaches_the_server_whatever_its_spark_version(spark: Any) -> None:
     """``createDataFrame`` of local rows (every listing sends one) works on the server under
-    test: a pyspark 4.1 client reads settings a Spark 4.0 server does not define, which
-    ``prepare_session`` sets (4.1's defaults) for such a pair."""
+    test: a pyspark 4.1 client reads settings a Spark 4.0 server does not define, and a 4.2
+    client one that a 4.1 server gives with a unit, which ``prepare_session`` sets (4.1's
+    defaults, as numbers) for such pairs."""
     frame = spark.createDataFrame([(2, "b"), (1, "a")], "id long, name string")
     assert [tuple(row) for row in frame.orderBy("id").collect()] == [(1, "a"), (2, "b")]
     if (spark_line(CLIENT_PYSPARK) or (0, 0)) >= (4, 1):
         # Defined by a 4.1 server, set by prepare_session on an older one: readable either way.
         for key in LOCAL_RELATION_CHUNK_CONF:
+            assert int(spark.conf.get(key)) > 0
+    if (spark_line(CLIENT_PYSPARK) or (0, 0)) >= (4, 2):
+        for key in LOCAL_RELATION_SIZE_CONF:
             assert int(spark.conf.get(key)) > 0
 
 

@@ -11,7 +11,11 @@ import pytest
 
 from delta_connect_py.errors import DeltaError, UnsupportedServerVersionError
 from delta_connect_py.pyspark_client import spark_line
-from delta_connect_py.session import LOCAL_RELATION_CHUNK_CONF, settings_for_server
+from delta_connect_py.session import (
+    LOCAL_RELATION_CHUNK_CONF,
+    LOCAL_RELATION_SIZE_CONF,
+    settings_for_server,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,7 +48,7 @@ def test_a_server_older_than_4_0_is_refused_naming_both_versions(server: str, cl
     assert message.startswith("[DELTA_CONNECT_UNSUPPORTED_SERVER_VERSION] ")
     assert f"Spark {server}" in message
     assert f"pyspark {client}" in message
-    assert "Spark 4.0 and 4.1" in message
+    assert "Spark 4.0, 4.1 and 4.2" in message
 
 
 def test_a_4_1_client_sets_the_chunk_settings_on_a_4_0_server() -> None:
@@ -57,6 +61,17 @@ def test_a_4_1_client_sets_the_chunk_settings_on_a_4_0_server() -> None:
     }
 
 
+def test_a_4_2_client_sets_the_size_limit_as_a_number_on_older_servers() -> None:
+    """A 4.1 server gives the limit as ``3221225472b``, which a 4.2 client's ``int()`` refuses;
+    a 4.0 server has neither it nor the chunk settings."""
+    assert settings_for_server("4.1.3", "4.2.0") == LOCAL_RELATION_SIZE_CONF
+    assert settings_for_server("4.0.5", "4.2.0") == {
+        **LOCAL_RELATION_CHUNK_CONF,
+        **LOCAL_RELATION_SIZE_CONF,
+    }
+    assert LOCAL_RELATION_SIZE_CONF == {"spark.sql.session.localRelationSizeLimit": "3221225472"}
+
+
 @pytest.mark.parametrize(
     ("server", "client"),
     [
@@ -64,6 +79,8 @@ def test_a_4_1_client_sets_the_chunk_settings_on_a_4_0_server() -> None:
         ("4.1.3", "4.1.3"),
         ("4.1.3", "4.0.4"),
         ("4.2.0", "4.1.3"),
+        ("4.2.1", "4.2.0"),
+        ("4.3.0", "4.2.0"),
         ("a managed build", "4.1.3"),  # unreadable: the server decides
     ],
 )

@@ -1,36 +1,45 @@
 #!/usr/bin/env bash
-# CI phase: delta_connect_py against a stock Spark 4.0 Spark Connect server.
+# CI phase: delta_connect_py against a stock Spark Connect server of another Spark line than
+# the project's own (4.1), from our 4.1 thin client and from that line's own client.
 #
-#     server/spark40-ci.sh [PYTEST_ARGS...]
+#     server/stock-spark-ci.sh LINE [PYTEST_ARGS...]      (LINE: 4.0 or 4.2)
 #
-# 1. .venv-spark40: full pip pyspark[connect] 4.0 (the server; its jars hold Spark Connect).
-# 2. .venv-thin40: pyspark-client 4.0 installed FIRST, then this package (`pip install .`, then
-#    `pip install -e '.[test]'`, no [client]); fails unless pip left pyspark-client 4.0 as it
+# 1. .venv-sparkNN (NN: LINE without its dot): full pip pyspark[connect] LINE (the server; its
+#    jars hold Spark Connect).
+# 2. .venv-thinNN: pyspark-client LINE installed FIRST, then this package (`pip install .`, then
+#    `pip install -e '.[test]'`, no [client]); fails unless pip left that pyspark-client as it
 #    was (server/check-own-pyspark.sh). Both venvs are cached (reinstalled when pyproject.toml
 #    or the pins below change).
 # 3. Starts org.apache.spark.sql.connect.service.SparkConnectServer (spark-submit ...
 #    spark-internal, server/spark-defaults.conf) on 127.0.0.1 and a free port, its Python workers
 #    .venv-worker (or $DELTA_CONNECT_WORKER_PYTHON), and waits for it.
 # 4. Runs the conformance tests and the subset below, first from the 4.1 thin client
-#    (.venv-thin), then from the 4.0 thin client (.venv-thin40). Stops the server on any exit.
+#    (.venv-thin), then from the LINE thin client (.venv-thinNN). Stops the server on any exit.
 #
 # Prerequisites: python3.11 (or $PYTHON), Java 17, pip reaching PyPI, .venv-worker and
 # .venv-thin made (make venvs). Exits non-zero if any step or either test run fails.
 set -euo pipefail
 
+line="${1:?usage: server/stock-spark-ci.sh LINE [PYTEST_ARGS...] (LINE: 4.0 or 4.2)}"
+shift
+if [[ ! "$line" =~ ^4\.[0-9]+$ ]]; then
+    echo "stock-spark-ci: LINE must be a Spark 4 line such as 4.0 or 4.2, not $line" >&2
+    exit 2
+fi
+tag="spark${line/./}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 python="${PYTHON:-python3.11}"
-server_venv="$root/.venv-spark40"
-thin40="$root/.venv-thin40"
+server_venv="$root/.venv-$tag"
+thin_line="$root/.venv-thin${line/./}"
 thin41="$root/.venv-thin"
 worker_python="${DELTA_CONNECT_WORKER_PYTHON:-$root/.venv-worker/bin/python}"
 timeout="${DELTA_CONNECT_START_TIMEOUT:-300}"
 pip=(pip install --quiet --disable-pip-version-check)
-server_pin="pyspark[connect]==4.0.*"
-client_pin="pyspark-client==4.0.*"
+server_pin="pyspark[connect]==$line.*"
+client_pin="pyspark-client==$line.*"
 
-# The tests that exercise what differs on Spark 4.0: createDataFrame (every listing), observed
+# The tests that exercise what differed on Spark 4.0 (and so may on another line): createDataFrame (every listing), observed
 # metrics (update() + state, create_checkpoint), CDF, history, the checkpoint schemas the client
 # states (Spark's own inference). The conformance tests run whole.
 # Left out for time: the polling loop without checkpoints, and the longest CDF stream test.
@@ -51,7 +60,7 @@ subset=(
     tests/integration/test_footer_schemas.py
 )
 
-phase() { echo "== spark40-ci: $* ($SECONDS s)"; }
+phase() { echo "== $tag-ci: $* ($SECONDS s)"; }
 
 stamp() {  # what a cached venv was built from
     printf '%s\n' "$1" "$(sha256sum "$root/pyproject.toml" | cut -c1-16)"
@@ -59,7 +68,7 @@ stamp() {  # what a cached venv was built from
 
 for python_path in "$worker_python" "$thin41/bin/python"; do
     if [[ ! -x "$python_path" ]]; then
-        echo "spark40-ci: $python_path not found (make venvs first)" >&2
+        echo "stock-spark-ci: $python_path not found (make venvs first)" >&2
         exit 2
     fi
 done
@@ -73,28 +82,28 @@ if [[ "$(cat "$server_venv/.installed" 2>/dev/null)" != "$(stamp "$server_pin")"
     stamp "$server_pin" > "$server_venv/.installed"
 fi
 
-phase "4.0 thin client venv $thin40"
-if [[ "$(cat "$thin40/.installed" 2>/dev/null)" != "$(stamp "$client_pin")" ]]; then
-    rm -rf "$thin40"
-    "$python" -m venv "$thin40"
-    "$thin40/bin/${pip[0]}" "${pip[@]:1}" "$client_pin"
+phase "$line thin client venv $thin_line"
+if [[ "$(cat "$thin_line/.installed" 2>/dev/null)" != "$(stamp "$client_pin")" ]]; then
+    rm -rf "$thin_line"
+    "$python" -m venv "$thin_line"
+    "$thin_line/bin/${pip[0]}" "${pip[@]:1}" "$client_pin"
     # A user's own client first, then the package as a user installs it, then the test extra.
-    "$root/server/check-own-pyspark.sh" "$thin40" "$root"
-    "$root/server/check-own-pyspark.sh" "$thin40" -e "$root[test]"
-    stamp "$client_pin" > "$thin40/.installed"
+    "$root/server/check-own-pyspark.sh" "$thin_line" "$root"
+    "$root/server/check-own-pyspark.sh" "$thin_line" -e "$root[test]"
+    stamp "$client_pin" > "$thin_line/.installed"
 fi
 
 # --- the server -----------------------------------------------------------------------------
 
 spark_home="$("$server_venv/bin/python" -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')"
 port="$("$server_venv/bin/python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
-log="$(mktemp -t delta-connect-spark40.XXXXXX.log)"
+log="$(mktemp -t "delta-connect-$tag.XXXXXX.log")"
 
 phase "starting Spark $("$server_venv/bin/python" -c 'import pyspark; print(pyspark.__version__)') Connect server on 127.0.0.1:$port (log: $log)"
 SPARK_HOME="$spark_home" PYSPARK_PYTHON="$worker_python" SPARK_LOCAL_IP=127.0.0.1 \
     "$spark_home/bin/spark-submit" \
     --class org.apache.spark.sql.connect.service.SparkConnectServer \
-    --name delta-connect-py-spark40 \
+    --name "delta-connect-py-$tag" \
     --properties-file "$root/server/spark-defaults.conf" \
     --driver-memory 2g \
     --conf spark.connect.grpc.binding.address=127.0.0.1 \
@@ -116,12 +125,12 @@ trap 'exit 143' TERM
 start=$SECONDS
 until grep -q "Spark Connect server started at" "$log" 2>/dev/null; do
     if ! kill -0 "$server_pid" 2>/dev/null; then
-        echo "spark40-ci: the server exited while starting; log:" >&2
+        echo "stock-spark-ci: the server exited while starting; log:" >&2
         cat "$log" >&2
         exit 1
     fi
     if (( SECONDS - start > timeout )); then
-        echo "spark40-ci: the server did not start within ${timeout}s; log:" >&2
+        echo "stock-spark-ci: the server did not start within ${timeout}s; log:" >&2
         cat "$log" >&2
         exit 1
     fi
@@ -132,10 +141,10 @@ phase "server ready after $((SECONDS - start)) s"
 # --- the tests ------------------------------------------------------------------------------
 
 status=0
-for client in "$thin41" "$thin40"; do
+for client in "$thin41" "$thin_line"; do
     version="$("$client/bin/python" -c 'import pyspark; print(pyspark.__version__)')"
     phase "tests from pyspark client $version ($client)"
-    basetemp="$(mktemp -d -t delta-connect-spark40-tests.XXXXXX)"
+    basetemp="$(mktemp -d -t "delta-connect-$tag-tests.XXXXXX")"
     SPARK_REMOTE="sc://127.0.0.1:$port" PYTHONPATH="$root" \
         "$client/bin/pytest" -p no:cacheprovider --basetemp "$basetemp" --durations=25 \
         -m "integration and not embedded and not delta_spark" "${subset[@]}" \
