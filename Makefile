@@ -12,6 +12,7 @@
 #   make test-container  the image (Docker installed if missing) and a test subset against it
 #   make test-spark40  conformance + a subset against a pip Spark 4.0 server, 4.1 and 4.0 clients
 #   make test-spark42  the same against a pip Spark 4.2 server, 4.1 and 4.2 clients
+#   make test-spark43  the same against a pip Spark 4.3 server, the 4.1 client
 #   make test-wheel  build the sdist and wheel, install the wheel in a fresh venv, smoke-test it
 #   make test-fuzz  the damaged-log fuzzer (500 seeded cases against delta-rs)
 #   make test-gcs  tables on GCS (fake-gcs-server, built with go, and the GCS connector)
@@ -49,12 +50,12 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	test-retries test-cluster test-cluster-object-store test-concurrency test-resources test-object-store test-spark40 test-spark42 \
+	test-retries test-cluster test-cluster-object-store test-concurrency test-resources test-object-store test-spark40 test-spark42 test-spark43 \
 	test-wheel test-fuzz test-gcs delta-jars s3a-jars gcs-jars fake-gcs moto-venv lint \
 	server test-container image compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,28p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,29p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -187,13 +188,17 @@ test-cluster-object-store: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.
 
 # (h) a stock Spark 4.0 Connect server (pip pyspark 4.0 in .venv-spark40), from the 4.1 thin
 # client and from a 4.0 thin client (.venv-thin40, also checking pip left its pyspark-client
-# alone); likewise Spark 4.2 (.venv-spark42, .venv-thin42). server/stock-spark-ci.sh builds and
-# caches the venvs.
+# alone); likewise Spark 4.2 (.venv-spark42, .venv-thin42), and Spark 4.3 (.venv-spark43) from
+# the 4.1 client alone (there is no pyspark-client 4.3 yet, and the time goes to the client users
+# get). server/stock-spark-ci.sh builds and caches the venvs.
 test-spark40: $(WORKER)/.installed $(THIN)/.installed
 	server/stock-spark-ci.sh 4.0 $(PYTEST_ARGS)
 
 test-spark42: $(WORKER)/.installed $(THIN)/.installed
 	server/stock-spark-ci.sh 4.2 $(PYTEST_ARGS)
+
+test-spark43: $(WORKER)/.installed $(THIN)/.installed
+	STOCK_SPARK_CLIENT_LINE=none server/stock-spark-ci.sh 4.3 $(PYTEST_ARGS)
 
 # The wheel as a user installs it: built, installed with [client] into a fresh venv outside the
 # repository, and run against a local server (server/wheel-smoke.sh).
@@ -270,4 +275,4 @@ compose-down:
 	$(COMPOSE) -f compose.yaml down
 
 clean-venvs:
-	rm -rf $(VENV) $(WORKER) $(THIN) .venv-spark40 .venv-thin40 .venv-spark42 .venv-thin42
+	rm -rf $(VENV) $(WORKER) $(THIN) .venv-spark40 .venv-thin40 .venv-spark42 .venv-thin42 .venv-spark43

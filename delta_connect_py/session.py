@@ -71,7 +71,7 @@ _applications: dict[str, str | None] = {}
 CLIENT_PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
 #: The oldest Spark line whose Connect server runs our plans, and what we say is supported.
 OLDEST_SERVER = (4, 0)
-SUPPORTED_SERVERS = "Spark Connect servers of Spark 4.0, 4.1 and 4.2"
+SUPPORTED_SERVERS = "Spark Connect servers of Spark 4.0 to 4.3"
 #: Settings a pyspark 4.1 client reads on every ``createDataFrame`` of local data, which Spark
 #: 4.0 does not define (``SQL_CONF_NOT_FOUND``); set to Spark 4.1's defaults. A 4.0 server
 #: accepts unknown ``spark.sql.*`` keys. They only size the chunks of a local relation above

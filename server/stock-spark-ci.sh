@@ -1,46 +1,55 @@
 #!/usr/bin/env bash
 # CI phase: delta_connect_py against a stock Spark Connect server of another Spark line than
-# the project's own (4.1), from our 4.1 thin client and from that line's own client.
+# the project's own (4.1), from our 4.1 thin client and from a client of another line (by
+# default the server's own).
 #
-#     server/stock-spark-ci.sh LINE [PYTEST_ARGS...]      (LINE: 4.0 or 4.2)
+#     [STOCK_SPARK_CLIENT_LINE=4.2|none] server/stock-spark-ci.sh LINE [PYTEST_ARGS...]
+#
+# LINE: the server's Spark line (4.0, 4.2, 4.3). STOCK_SPARK_CLIENT_LINE: the second client's
+# line (default LINE; `none`: the 4.1 client only, e.g. for a line with no pyspark-client yet).
 #
 # 1. .venv-sparkNN (NN: LINE without its dot): full pip pyspark[connect] LINE (the server; its
 #    jars hold Spark Connect).
-# 2. .venv-thinNN: pyspark-client LINE installed FIRST, then this package (`pip install .`, then
-#    `pip install -e '.[test]'`, no [client]); fails unless pip left that pyspark-client as it
-#    was (server/check-own-pyspark.sh). Both venvs are cached (reinstalled when pyproject.toml
-#    or the pins below change).
+# 2. .venv-thinMM (MM: the second client's line without its dot): pyspark-client of that line
+#    installed FIRST, then this package (`pip install .`, then `pip install -e '.[test]'`, no
+#    [client]); fails unless pip left that pyspark-client as it was
+#    (server/check-own-pyspark.sh). Both venvs are cached (reinstalled when pyproject.toml or
+#    the pins below change), the client's shared by the phases that use its line.
 # 3. Starts org.apache.spark.sql.connect.service.SparkConnectServer (spark-submit ...
 #    spark-internal, server/spark-defaults.conf) on 127.0.0.1 and a free port, its Python workers
 #    .venv-worker (or $DELTA_CONNECT_WORKER_PYTHON), and waits for it.
 # 4. Runs the conformance tests and the subset below, first from the 4.1 thin client
-#    (.venv-thin), then from the LINE thin client (.venv-thinNN). Stops the server on any exit.
+#    (.venv-thin), then from the second client (.venv-thinMM). Stops the server on any exit.
 #
 # Prerequisites: python3.11 (or $PYTHON), Java 17, pip reaching PyPI, .venv-worker and
 # .venv-thin made (make venvs). Exits non-zero if any step or either test run fails.
 set -euo pipefail
 
-line="${1:?usage: server/stock-spark-ci.sh LINE [PYTEST_ARGS...] (LINE: 4.0 or 4.2)}"
+line="${1:?usage: server/stock-spark-ci.sh LINE [PYTEST_ARGS...] (LINE: 4.0, 4.2, 4.3)}"
 shift
-if [[ ! "$line" =~ ^4\.[0-9]+$ ]]; then
-    echo "stock-spark-ci: LINE must be a Spark 4 line such as 4.0 or 4.2, not $line" >&2
+client_line="${STOCK_SPARK_CLIENT_LINE:-$line}"
+if [[ ! "$line" =~ ^4\.[0-9]+$ || ! "$client_line" =~ ^(4\.[0-9]+|none)$ ]]; then
+    echo "stock-spark-ci: LINE must be a Spark 4 line such as 4.2, and STOCK_SPARK_CLIENT_LINE" \
+        "one too or none (got $line and $client_line)" >&2
     exit 2
 fi
 tag="spark${line/./}"
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
+# shellcheck source=server/process-lib.sh
+source "$root/server/process-lib.sh"
 python="${PYTHON:-python3.11}"
 server_venv="$root/.venv-$tag"
-thin_line="$root/.venv-thin${line/./}"
+thin_line="$root/.venv-thin${client_line/./}"
 thin41="$root/.venv-thin"
 worker_python="${DELTA_CONNECT_WORKER_PYTHON:-$root/.venv-worker/bin/python}"
 timeout="${DELTA_CONNECT_START_TIMEOUT:-300}"
 pip=(pip install --quiet --disable-pip-version-check)
 server_pin="pyspark[connect]==$line.*"
-client_pin="pyspark-client==$line.*"
+client_pin="pyspark-client==$client_line.*"
 
-# The tests that exercise what differed on Spark 4.0 (and so may on another line): createDataFrame (every listing), observed
-# metrics (update() + state, create_checkpoint), CDF, history, the checkpoint schemas the client
+# The tests that exercise what differed on Spark 4.0 (and so may on another line):
+# createDataFrame (every listing), observed metrics (update() + state, create_checkpoint), CDF, history, the checkpoint schemas the client
 # states (Spark's own inference). The conformance tests run whole.
 # Left out for time: the polling loop without checkpoints, and the longest CDF stream test.
 subset=(
@@ -82,15 +91,20 @@ if [[ "$(cat "$server_venv/.installed" 2>/dev/null)" != "$(stamp "$server_pin")"
     stamp "$server_pin" > "$server_venv/.installed"
 fi
 
-phase "$line thin client venv $thin_line"
-if [[ "$(cat "$thin_line/.installed" 2>/dev/null)" != "$(stamp "$client_pin")" ]]; then
-    rm -rf "$thin_line"
-    "$python" -m venv "$thin_line"
-    "$thin_line/bin/${pip[0]}" "${pip[@]:1}" "$client_pin"
-    # A user's own client first, then the package as a user installs it, then the test extra.
-    "$root/server/check-own-pyspark.sh" "$thin_line" "$root"
-    "$root/server/check-own-pyspark.sh" "$thin_line" -e "$root[test]"
-    stamp "$client_pin" > "$thin_line/.installed"
+clients=("$thin41")
+if [[ "$client_line" != none ]]; then
+    clients+=("$thin_line")
+    phase "$client_line thin client venv $thin_line"
+    if [[ "$(cat "$thin_line/.installed" 2>/dev/null)" != "$(stamp "$client_pin")" ]]; then
+        rm -rf "$thin_line"
+        "$python" -m venv "$thin_line"
+        "$thin_line/bin/${pip[0]}" "${pip[@]:1}" "$client_pin"
+        # A user's own client first, then the package as a user installs it, then the test
+        # extra.
+        "$root/server/check-own-pyspark.sh" "$thin_line" "$root"
+        "$root/server/check-own-pyspark.sh" "$thin_line" -e "$root[test]"
+        stamp "$client_pin" > "$thin_line/.installed"
+    fi
 fi
 
 # --- the server -----------------------------------------------------------------------------
@@ -110,38 +124,15 @@ SPARK_HOME="$spark_home" PYSPARK_PYTHON="$worker_python" SPARK_LOCAL_IP=127.0.0.
     --conf "spark.connect.grpc.binding.port=$port" \
     spark-internal >"$log" 2>&1 &
 server_pid=$!
-
-# shellcheck disable=SC2329  # invoked by the EXIT trap
-stop_server() {
-    if kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-}
-trap stop_server EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
+stop_on_exit "$server_pid"
 start=$SECONDS
-until grep -q "Spark Connect server started at" "$log" 2>/dev/null; do
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        echo "stock-spark-ci: the server exited while starting; log:" >&2
-        cat "$log" >&2
-        exit 1
-    fi
-    if (( SECONDS - start > timeout )); then
-        echo "stock-spark-ci: the server did not start within ${timeout}s; log:" >&2
-        cat "$log" >&2
-        exit 1
-    fi
-    sleep 1
-done
+wait_for_line stock-spark-ci "$log" "Spark Connect server started at" "$server_pid" "$timeout"
 phase "server ready after $((SECONDS - start)) s"
 
 # --- the tests ------------------------------------------------------------------------------
 
 status=0
-for client in "$thin41" "$thin_line"; do
+for client in "${clients[@]}"; do
     version="$("$client/bin/python" -c 'import pyspark; print(pyspark.__version__)')"
     phase "tests from pyspark client $version ($client)"
     basetemp="$(mktemp -d -t "delta-connect-$tag-tests.XXXXXX")"

@@ -10,6 +10,8 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=server/process-lib.sh
+source "$root/server/process-lib.sh"
 server_python="${DELTA_CONNECT_SERVER_PYTHON:-$root/.venv/bin/python}"
 worker_python="${DELTA_CONNECT_WORKER_PYTHON:-$root/.venv-worker/bin/python}"
 timeout="${DELTA_CONNECT_START_TIMEOUT:-300}"
@@ -19,33 +21,11 @@ log="$(mktemp -t delta-connect-local-server.XXXXXX.log)"
 
 "$root/server/start-local.sh" "$port" "$worker_python" >"$log" 2>&1 &
 server_pid=$!
-
-# shellcheck disable=SC2329  # invoked by the EXIT trap
-stop_server() {
-    if kill -0 "$server_pid" 2>/dev/null; then
-        kill -TERM "$server_pid" 2>/dev/null || true
-        wait "$server_pid" 2>/dev/null || true
-    fi
-}
-trap stop_server EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+stop_on_exit "$server_pid"
 
 echo "with-local-server: starting Spark Connect server on 127.0.0.1:$port (log: $log)"
 start=$SECONDS
-until grep -q "Spark Connect server ready" "$log" 2>/dev/null; do
-    if ! kill -0 "$server_pid" 2>/dev/null; then
-        echo "with-local-server: the server exited while starting; log:" >&2
-        cat "$log" >&2
-        exit 1
-    fi
-    if (( SECONDS - start > timeout )); then
-        echo "with-local-server: the server did not start within ${timeout}s; log:" >&2
-        cat "$log" >&2
-        exit 1
-    fi
-    sleep 1
-done
+wait_for_line with-local-server "$log" "Spark Connect server ready" "$server_pid" "$timeout"
 echo "with-local-server: server ready after $((SECONDS - start))s"
 
 set +e

@@ -48,7 +48,7 @@ def test_a_server_older_than_4_0_is_refused_naming_both_versions(server: str, cl
     assert message.startswith("[DELTA_CONNECT_UNSUPPORTED_SERVER_VERSION] ")
     assert f"Spark {server}" in message
     assert f"pyspark {client}" in message
-    assert "Spark 4.0, 4.1 and 4.2" in message
+    assert "Spark 4.0 to 4.3" in message
 
 
 def test_a_4_1_client_sets_the_chunk_settings_on_a_4_0_server() -> None:
