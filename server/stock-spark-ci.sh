@@ -49,8 +49,9 @@ server_pin="pyspark[connect]==$line.*"
 client_pin="pyspark-client==$client_line.*"
 
 # The tests that exercise what differed on Spark 4.0 (and so may on another line):
-# createDataFrame (every listing), observed metrics (update() + state, create_checkpoint), CDF, history, the checkpoint schemas the client
-# states (Spark's own inference). The conformance tests run whole.
+# createDataFrame (every listing), observed metrics (update() + state, create_checkpoint), CDF,
+# history, the checkpoint schemas the client states (Spark's own inference). The conformance
+# tests run whole.
 # Left out for time: the polling loop without checkpoints, and the longest CDF stream test.
 subset=(
     tests/conformance
