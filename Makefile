@@ -13,6 +13,7 @@
 #   make test-spark40  conformance + a subset against a pip Spark 4.0 server, 4.1 and 4.0 clients
 #   make test-spark42  the same against a pip Spark 4.2 server, 4.1 and 4.2 clients
 #   make test-spark43  the same against a pip Spark 4.3 server, the 4.1 client
+#   make test-client42  a pyspark-client 4.2 against our own Spark 4.1 server (CDF, history)
 #   make test-wheel  build the sdist and wheel, install the wheel in a fresh venv, smoke-test it
 #   make test-fuzz  the damaged-log fuzzer (500 seeded cases against delta-rs)
 #   make test-gcs  tables on GCS (fake-gcs-server, built with go, and the GCS connector)
@@ -50,12 +51,12 @@ $(1)/bin/python -c 'import importlib.metadata as m, pyspark, sys; sys.exit(pyspa
 endef
 
 .PHONY: help demo venvs test test-unit test-integration test-embedded test-delta-spark \
-	test-retries test-cluster test-cluster-object-store test-concurrency test-resources test-object-store test-spark40 test-spark42 test-spark43 \
+	test-retries test-cluster test-cluster-object-store test-concurrency test-resources test-object-store test-spark40 test-spark42 test-spark43 test-client42 \
 	test-wheel test-fuzz test-gcs delta-jars s3a-jars gcs-jars fake-gcs moto-venv lint \
 	server test-container image compose-config compose-up compose-down clean-venvs
 
 help:
-	@sed -n '3,29p' Makefile | sed 's/^# \{0,1\}//'
+	@sed -n '3,30p' Makefile | sed 's/^# \{0,1\}//'
 
 # --- environments -----------------------------------------------------------------------------
 
@@ -199,6 +200,18 @@ test-spark42: $(WORKER)/.installed $(THIN)/.installed
 
 test-spark43: $(WORKER)/.installed $(THIN)/.installed
 	STOCK_SPARK_CLIENT_LINE=none server/stock-spark-ci.sh 4.3 $(PYTEST_ARGS)
+
+# An environment's own pyspark-client 4.2 (.venv-thin42, server/client-venv.sh) against our own
+# Spark 4.1 server, which gives a setting that client reads in a form it cannot parse
+# (session.LOCAL_RELATION_SIZE_CONF): the server checks and the calls that send local rows.
+test-client42: $(VENV)/.installed-dev $(WORKER)/.installed
+	server/client-venv.sh 4.2
+	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
+		server/with-local-server.sh \
+		.venv-thin42/bin/pytest -p no:cacheprovider -m "integration and not embedded and not delta_spark" \
+		tests/integration/test_server.py tests/integration/test_history.py tests/integration/test_cdf.py \
+		--deselect tests/integration/test_cdf.py::test_stream_batches_concatenate_to_load_cdf_and_resume_exactly \
+		$(PYTEST_ARGS)
 
 # The wheel as a user installs it: built, installed with [client] into a fresh venv outside the
 # repository, and run against a local server (server/wheel-smoke.sh).

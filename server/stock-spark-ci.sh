@@ -10,11 +10,10 @@
 #
 # 1. .venv-sparkNN (NN: LINE without its dot): full pip pyspark[connect] LINE (the server; its
 #    jars hold Spark Connect).
-# 2. .venv-thinMM (MM: the second client's line without its dot): pyspark-client of that line
-#    installed FIRST, then this package (`pip install .`, then `pip install -e '.[test]'`, no
-#    [client]); fails unless pip left that pyspark-client as it was
-#    (server/check-own-pyspark.sh). Both venvs are cached (reinstalled when pyproject.toml or
-#    the pins below change), the client's shared by the phases that use its line.
+# 2. .venv-thinMM (MM: the second client's line without its dot), made by server/client-venv.sh:
+#    pyspark-client of that line installed FIRST, then this package, checked to leave it as it
+#    was. Both venvs are cached (made again when pyproject.toml or the pins change), the
+#    client's shared by every phase that uses its line.
 # 3. Starts org.apache.spark.sql.connect.service.SparkConnectServer (spark-submit ...
 #    spark-internal, server/spark-defaults.conf) on 127.0.0.1 and a free port, its Python workers
 #    .venv-worker (or $DELTA_CONNECT_WORKER_PYTHON), and waits for it.
@@ -46,7 +45,6 @@ worker_python="${DELTA_CONNECT_WORKER_PYTHON:-$root/.venv-worker/bin/python}"
 timeout="${DELTA_CONNECT_START_TIMEOUT:-300}"
 pip=(pip install --quiet --disable-pip-version-check)
 server_pin="pyspark[connect]==$line.*"
-client_pin="pyspark-client==$client_line.*"
 
 # The tests that exercise what differed on Spark 4.0 (and so may on another line):
 # createDataFrame (every listing), observed metrics (update() + state, create_checkpoint), CDF,
@@ -96,16 +94,7 @@ clients=("$thin41")
 if [[ "$client_line" != none ]]; then
     clients+=("$thin_line")
     phase "$client_line thin client venv $thin_line"
-    if [[ "$(cat "$thin_line/.installed" 2>/dev/null)" != "$(stamp "$client_pin")" ]]; then
-        rm -rf "$thin_line"
-        "$python" -m venv "$thin_line"
-        "$thin_line/bin/${pip[0]}" "${pip[@]:1}" "$client_pin"
-        # A user's own client first, then the package as a user installs it, then the test
-        # extra.
-        "$root/server/check-own-pyspark.sh" "$thin_line" "$root"
-        "$root/server/check-own-pyspark.sh" "$thin_line" -e "$root[test]"
-        stamp "$client_pin" > "$thin_line/.installed"
-    fi
+    "$root/server/client-venv.sh" "$client_line"
 fi
 
 # --- the server -----------------------------------------------------------------------------
