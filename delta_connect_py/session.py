@@ -18,7 +18,8 @@ functions is pickled; a server
 older than Spark 4.0 raises :class:`~delta_connect_py.errors.UnsupportedServerVersionError`
 before any of our code runs on it; a server older than the client's Spark line gets the
 settings that client reads but the server does not define, or gives in a form it cannot parse
-(``settings_for_server``), before any ``createDataFrame``; a client/server Python minor-version mismatch raises
+(``settings_for_server``), before any ``createDataFrame``; a client/server Python
+minor-version mismatch raises
 :class:`~delta_connect_py.errors.PythonVersionMismatchError` naming both versions at the first
 call that runs a job on the server's Python workers (a snapshot's listing: pyspark's worker
 compares its Python with the client's before it unpickles anything, and ``raising_delta_errors``,
