@@ -11,7 +11,7 @@
 #   make lint    ruff check, ruff format --check, mypy
 #   make test-container  the image (Docker installed if missing) and a test subset against it
 #   make test-spark40  conformance + a subset against a pip Spark 4.0 server, 4.1 and 4.0 clients
-#   make test-spark42  the same against a pip Spark 4.2 server, 4.1 and 4.2 clients
+#   make test-spark42  the same against a pip Spark 4.2 server, the 4.2 client
 #   make test-spark43  the same against a pip Spark 4.3 server, the 4.1 client
 #   make test-client42  a pyspark-client 4.2 against our own Spark 4.1 server (CDF, history)
 #   make test-wheel  build the sdist and wheel, install the wheel in a fresh venv, smoke-test it
@@ -189,17 +189,20 @@ test-cluster-object-store: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.
 
 # (h) a stock Spark 4.0 Connect server (pip pyspark 4.0 in .venv-spark40), from the 4.1 thin
 # client and from a 4.0 thin client (.venv-thin40, also checking pip left its pyspark-client
-# alone); likewise Spark 4.2 (.venv-spark42, .venv-thin42), and Spark 4.3 (.venv-spark43) from
-# the 4.1 client alone (there is no pyspark-client 4.3 yet, and the time goes to the client users
-# get). server/stock-spark-ci.sh builds and caches the venvs.
+# alone); likewise Spark 4.2 (.venv-spark42) from a 4.2 thin client (.venv-thin42) alone, and
+# Spark 4.3 (.venv-spark43) from the 4.1 client alone (there is no pyspark-client 4.3 yet). The
+# 4.1 client, the one `[client]` installs, so meets the oldest and the newest server; the pairs
+# left out (4.1 on 4.2, 4.0 on 4.2 and 4.3, 4.2 on 4.0) are left for time and were run by hand
+# (docs/compatibility.md). server/stock-spark-ci.sh builds and caches the venvs;
+# STOCK_SPARK_CLIENTS="4.1 4.2" make test-spark42 runs another set of clients.
 test-spark40: $(WORKER)/.installed $(THIN)/.installed
 	server/stock-spark-ci.sh 4.0 $(PYTEST_ARGS)
 
 test-spark42: $(WORKER)/.installed $(THIN)/.installed
-	server/stock-spark-ci.sh 4.2 $(PYTEST_ARGS)
+	STOCK_SPARK_CLIENTS="$${STOCK_SPARK_CLIENTS:-4.2}" server/stock-spark-ci.sh 4.2 $(PYTEST_ARGS)
 
 test-spark43: $(WORKER)/.installed $(THIN)/.installed
-	STOCK_SPARK_CLIENT_LINE=none server/stock-spark-ci.sh 4.3 $(PYTEST_ARGS)
+	STOCK_SPARK_CLIENTS="$${STOCK_SPARK_CLIENTS:-4.1}" server/stock-spark-ci.sh 4.3 $(PYTEST_ARGS)
 
 # An environment's own pyspark-client 4.2 (.venv-thin42, server/client-venv.sh) against our own
 # Spark 4.1 server, which gives a setting that client reads in a form it cannot parse

@@ -107,13 +107,28 @@ def translate_server_error(exc: BaseException, spark: SparkSession | None = None
     """The DeltaError ``exc`` is (``cause`` set to ``exc``), or ``exc`` itself when unknown."""
     if isinstance(exc, DeltaError):
         return exc
-    text = str(exc)
+    failure = _last_attempts_failure(exc)
+    text = str(failure)
     for classify in _CLASSIFIERS:
-        error = classify(exc, text, spark)
+        error = classify(failure, text, spark)
         if error is not None:
-            error.cause = exc
+            error.cause = failure
             return error
     return exc if isinstance(exc, Exception) else RuntimeError(text)
+
+
+def _last_attempts_failure(exc: BaseException) -> BaseException:
+    """The failure to classify: when a pyspark 4.0 client's retries run out, it raises
+    ``RetriesExceeded`` from the last attempt's failure (4.1 and later raise that failure
+    itself, and have no such class), and only that failure says what happened (an unreachable
+    server's UNAVAILABLE)."""
+    import pyspark.errors
+
+    given_up: type | None = getattr(pyspark.errors, "RetriesExceeded", None)
+    last = exc.__cause__
+    if given_up is not None and isinstance(exc, given_up) and last is not None:
+        return last
+    return exc
 
 
 def _worker_error(exc: BaseException, text: str, spark: SparkSession | None) -> DeltaError | None:

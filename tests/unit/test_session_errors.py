@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from delta_connect_py.errors import (
     CastFailedError,
     CorruptLogFileError,
@@ -186,6 +188,47 @@ def test_unavailable_and_lost_sessions() -> None:
     lost = translate_server_error(RuntimeError("[INVALID_HANDLE.SESSION_CHANGED] The handle ..."))
     assert isinstance(lost, SessionLostError)
     assert "connect()" in str(lost)
+
+
+_RETRIES_EXCEEDED = "[RETRIES_EXCEEDED] The maximum number of retries has been exceeded."
+
+
+def test_retries_run_out_as_a_pyspark_4_0_client_says_so_is_still_unavailable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pyspark 4.0 raises ``RetriesExceeded`` from the last attempt's failure; 4.1 and later
+    raise that failure itself (and have no such class: a stand-in of 4.0's is put in its
+    place). Both are the same unreachable server."""
+    import grpc
+    import pyspark.errors
+    from pyspark.errors import PySparkException
+
+    if not hasattr(pyspark.errors, "RetriesExceeded"):
+
+        class FourZerosRetriesExceeded(PySparkException):
+            pass
+
+        monkeypatch.setattr(pyspark.errors, "RetriesExceeded", FourZerosRetriesExceeded, False)
+    RetriesExceeded = pyspark.errors.RetriesExceeded
+
+    class Unavailable(grpc.RpcError):
+        def code(self) -> grpc.StatusCode:
+            return grpc.StatusCode.UNAVAILABLE
+
+        def __str__(self) -> str:
+            return 'details = "failed to connect to all addresses; ipv4:127.0.0.1:7: refused"'
+
+    last_failure = Unavailable()
+    given_up = RetriesExceeded(message=_RETRIES_EXCEEDED)
+    given_up.__cause__ = last_failure
+    for raised in (given_up, last_failure):
+        error = translate_server_error(raised)
+        assert isinstance(error, ServerUnavailableError)
+        assert error.message_parameters["address"] == "sc://127.0.0.1:7"
+        assert error.cause is last_failure
+    other = RetriesExceeded(message=_RETRIES_EXCEEDED)
+    other.__cause__ = ValueError("not a gRPC failure")
+    assert translate_server_error(other) is other
 
 
 def test_error_texts_name_this_librarys_calls_not_sql() -> None:
