@@ -104,7 +104,9 @@ def raising_delta_errors(spark: SparkSession | None = None) -> Iterator[None]:
 
 
 def translate_server_error(exc: BaseException, spark: SparkSession | None = None) -> Exception:
-    """The DeltaError ``exc`` is (``cause`` set to ``exc``), or ``exc`` itself when unknown."""
+    """The DeltaError ``exc`` is (``cause`` set to the failure it was read from: ``exc``, or
+    the last attempt's failure under a pyspark 4.0 ``RetriesExceeded``), or ``exc`` itself when
+    unknown."""
     if isinstance(exc, DeltaError):
         return exc
     failure = _last_attempts_failure(exc)
