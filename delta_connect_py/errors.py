@@ -111,6 +111,30 @@ class StateRecoverError(DeltaError):
     )
 
 
+class MissingCommitInfoError(DeltaError):
+    error_class = "DELTA_MISSING_COMMIT_INFO"
+    template = (
+        "This table has the feature inCommitTimestamp enabled which requires the presence of "
+        "the CommitInfo action in every commit. However, the CommitInfo action is missing from "
+        "commit version {version} of {path}{detail}. Restore the commit file from a backup, or "
+        "load another version."
+    )
+
+    def __init__(self, *, version: object, path: object, file_listed: bool = True) -> None:
+        detail = "" if file_listed else " (its commit file is not in the log)"
+        super().__init__(version=version, path=path, detail=detail)
+
+
+class MissingCommitTimestampError(DeltaError):
+    error_class = "DELTA_MISSING_COMMIT_TIMESTAMP"
+    template = (
+        "This table has the feature inCommitTimestamp enabled which requires the presence of "
+        "commitTimestamp in the CommitInfo action. However, this field has not been set in "
+        "commit version {version} of {path}: a writer that does not support in-commit "
+        "timestamps wrote it. Load another version."
+    )
+
+
 class UnsupportedFeaturesForReadError(DeltaError):
     error_class = "DELTA_UNSUPPORTED_FEATURES_FOR_READ"
     template = (

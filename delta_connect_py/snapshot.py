@@ -72,7 +72,9 @@ class Snapshot:
     """The table ``table`` at ``version``: an immutable value. Build it with
     ``DeltaTable.snapshot()``.
 
-    Its version, timestamp, protocol, metadata, schema and properties are known without a job.
+    Its version, timestamp, protocol, metadata, schema and properties are known without
+    replaying the log (an in-commit timestamp at a checkpoint's version, without a version
+    checksum, reads that version's commit file: one small job).
     The file-level state (``state``, ``all_files()``, ``tombstones()``, ``transactions``,
     ``to_df()``) is replayed from the log on the server the first time one of them is used and
     kept there (``unpersist()`` releases it).
@@ -132,13 +134,17 @@ class Snapshot:
         ict = self.in_commit_timestamp_ms
         return self.segment.last_commit_timestamp if ict is None else ict
 
-    @property
+    @cached_property
     def in_commit_timestamp_ms(self) -> int | None:
-        """The version's in-commit timestamp where the table has them enabled, else None."""
+        """The version's in-commit timestamp where the table has them enabled, else None.
+
+        The version checksum or the P&M read brings it, except when the segment ends at a
+        checkpoint (no commit after it was read) and no checksum has it: then the version's
+        own commit file is read, as delta-spark does; never the file's time instead."""
+        if not props.in_commit_timestamps_enabled(self.metadata.configuration):
+            return None
         ict = self.protocol_and_metadata.in_commit_timestamp
-        if ict is not None and props.in_commit_timestamps_enabled(self.metadata.configuration):
-            return ict
-        return None
+        return self.table.version_in_commit_timestamp(self.segment) if ict is None else ict
 
     @property
     def timestamp(self) -> datetime:

@@ -29,6 +29,8 @@ from delta_connect_py.errors import (
     CorruptLogFileError,
     DeltaError,
     InvalidTimestampError,
+    MissingCommitInfoError,
+    MissingCommitTimestampError,
     MissingDeltaTableError,
 )
 from delta_connect_py.plans.listing import LogListing, list_log
@@ -242,6 +244,25 @@ class TableLog:
             )
         ordered = tuple(CommitTimestamp(v, t) for v, t in sorted(timestamps.items()))
         return CommitTimeline(ordered, ict)
+
+    def version_in_commit_timestamp(self, segment: LogSegment) -> int:
+        """The ``inCommitTimestamp`` of the commit of ``segment.version``, read from its commit
+        file (delta-spark's ``Snapshot.getInCommitTimestampOpt`` when neither the version
+        checksum nor the P&M read had it: a segment that ends at a checkpoint). A commit
+        without ``commitInfo`` is ``DELTA_MISSING_COMMIT_INFO``, one without the timestamp
+        ``DELTA_MISSING_COMMIT_TIMESTAMP``."""
+        version = segment.version
+        own = [f for f in segment.all_commits if f.version == version]
+        if not own:
+            raise MissingCommitInfoError(version=version, path=self.table_root, file_listed=False)
+        commit_info = read_commits(self.spark, own).where(F.col("commitInfo").isNotNull())
+        with malformed_commits_reported(self.spark, own, self.table_root, COMMIT_SPARK_SCHEMA):
+            rows = collect(commit_info.select("commitInfo.inCommitTimestamp").limit(1))
+        if not rows:
+            raise MissingCommitInfoError(version=version, path=self.table_root)
+        if rows[0]["inCommitTimestamp"] is None:
+            raise MissingCommitTimestampError(version=version, path=self.table_root)
+        return int(rows[0]["inCommitTimestamp"])
 
     def _in_commit_timestamps(self, commits: list[LogFile]) -> dict[int, int]:
         if not commits:

@@ -31,6 +31,8 @@ from delta_connect_py.errors import (
     CorruptLogFileError,
     InvalidTimestampError,
     LogFileOutsideTableError,
+    MissingCommitInfoError,
+    MissingCommitTimestampError,
     MissingPartFilesError,
     TimestampEarlierThanCommitRetentionError,
     TimestampGreaterThanCommitError,
@@ -209,6 +211,66 @@ def test_in_commit_timestamps_drive_time_travel(spark: Any) -> None:
     assert ict is not None and latest.timestamp_ms == ict
     at_latest = datetime.fromtimestamp(ict / 1000, tz=timezone.utc)
     assert table.version_at(at_latest) == latest.version
+
+
+def _commit_info(root: Path, version: int) -> dict[str, Any]:
+    lines = (root / "_delta_log" / commit_name(version)).read_text().splitlines()
+    return next(json.loads(line)["commitInfo"] for line in lines if '"commitInfo"' in line)
+
+
+def test_a_checkpoint_versions_in_commit_timestamp_is_read_from_its_commit(
+    spark: Any, conformance_table: Any
+) -> None:
+    """Without a version checksum, a snapshot whose segment ends at a checkpoint reads no
+    commit: its in-commit timestamp comes from the version's own commit file, as delta-spark's
+    ``Snapshot.getInCommitTimestampOpt`` reads it, never the file's time (which a copy or a
+    slow writer moves away from it)."""
+    root = conformance_table("delta-rs/cdc_ict_table/delta")
+    for checksum in (root / "_delta_log").glob("*.crc"):
+        checksum.unlink()
+    _set_commit_times(root, {v: T0 + 3600 + v for v in range(4)})
+    table = DeltaTable.for_path(spark, str(root))
+    table.create_checkpoint()
+    expected = _commit_info(root, 3)["inCommitTimestamp"]
+    latest = table.snapshot()
+    assert (latest.segment.checkpoint_version, latest.segment.commits) == (3, ())
+    assert latest.timestamp_ms == latest.in_commit_timestamp_ms == expected
+    assert latest.describe()["timestamp"] == latest.timestamp.isoformat()
+    _, initial = next(iter(table.stream_cdf(stop_when_caught_up=True)))  # the snapshot's rows
+    stamps = initial.selectExpr("unix_millis(_commit_timestamp) AS ms").collect()
+    assert {row["ms"] for row in stamps} == {expected}
+    # Time travel to the checkpoint's version takes the same path; a version with commits after
+    # a checkpoint (or none at all) reads its in-commit timestamp with the P&M, as before.
+    assert table.snapshot(3).timestamp_ms == expected
+    assert table.snapshot(2).timestamp_ms == _commit_info(root, 2)["inCommitTimestamp"]
+
+
+def test_a_missing_in_commit_timestamp_is_an_error_not_a_file_time(
+    spark: Any, conformance_table: Any
+) -> None:
+    """A commit of an in-commit-timestamp table without its timestamp, or a checkpoint version
+    whose commit file is gone: delta-spark's errors, where a file time would be a wrong
+    answer."""
+    root = conformance_table("delta-rs/cdc_ict_table/delta")
+    log = root / "_delta_log"
+    for checksum in log.glob("*.crc"):
+        checksum.unlink()
+    lines = (log / commit_name(3)).read_text().splitlines()
+    without = []
+    for line in lines:
+        action = json.loads(line)
+        action.get("commitInfo", {}).pop("inCommitTimestamp", None)
+        without.append(json.dumps(action))
+    (log / commit_name(3)).write_text("\n".join(without) + "\n")
+    table = DeltaTable.for_path(spark, str(root), snapshot_cache=False)
+    with pytest.raises(MissingCommitTimestampError, match="commit version 3 of"):
+        _ = table.snapshot().timestamp
+    assert table.snapshot(2).timestamp_ms == _commit_info(root, 2)["inCommitTimestamp"]
+
+    table.create_checkpoint(2)
+    (log / commit_name(2)).unlink()
+    with pytest.raises(MissingCommitInfoError, match="its commit file is not in the log"):
+        _ = table.snapshot(2).timestamp_ms
 
 
 def test_glob_and_escape_characters_in_table_path(spark: Any, tmp_path: Path) -> None:
