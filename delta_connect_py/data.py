@@ -27,6 +27,7 @@ raises ``DELTA_FILE_NOT_FOUND_DETAILED`` naming it; no table row is ever collect
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import json
 import operator
@@ -40,12 +41,17 @@ from urllib.parse import unquote
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import (
     ArrayType,
+    BooleanType,
     DataType,
+    DateType,
     MapType,
     NumericType,
     StringType,
     StructField,
     StructType,
+    TimestampNTZType,
+    TimestampType,
+    VariantType,
 )
 
 from delta_connect_py import arguments
@@ -285,16 +291,19 @@ def _filter_paths(snapshot: SnapshotView, predicates: Sequence[Predicate]) -> di
     resolved = {name: path for name, path in paths.items() if path is not None}
     for predicate in predicates:
         _check_filter_values(predicate, resolved[predicate.column][-1])
+    _check_cast_filter_strings(snapshot.spark, predicates, resolved)
     return resolved
 
 
 def _check_filter_values(predicate: Predicate, field: StructField) -> None:
     """``DELTA_CONNECT_INVALID_ARGUMENT`` for a value the column cannot be compared with, which
-    Spark would otherwise refuse when the rows are read, with a JVM trace: a nested column
-    (struct, array, map); for a number column anything but a number (or a string of one)
-    within a long's range; for a string column anything but a string."""
+    Spark would otherwise refuse when the rows are read, with a JVM trace: a column of a type
+    Spark compares with nothing (struct, array, map, variant); for a number column anything but
+    a number (or a string of one) within a long's range; for a string column anything but a
+    string; for a boolean, date or timestamp column a value of another Python type than its own
+    or a string (whose cast ``_check_cast_filter_strings`` checks)."""
     data_type = field.dataType
-    if isinstance(data_type, StructType | ArrayType | MapType):
+    if isinstance(data_type, StructType | ArrayType | MapType | VariantType):
         expected = f"a column of a primitive type ({field.name!r} is {data_type.simpleString()})"
         raise _invalid_filter(predicate, expected)
     for value in predicate.values:
@@ -308,6 +317,55 @@ def _check_filter_values(predicate: Predicate, field: StructField) -> None:
                 f"a string for column {field.name!r} of type string (the command line's "
                 f"--filter takes a quoted value as a string: {field.name} = '5')",
             )
+        accepted = _CAST_FROM_STRING.get(type(data_type))
+        if accepted is not None and not isinstance(value, (str, *accepted[0])):
+            raise _invalid_filter(predicate, _cast_expected(field, accepted[1]))
+
+
+#: Column types whose filter values are either of the Python types given or a string Spark
+#: casts to the column's type; with what such a value is, for the error.
+_CAST_FROM_STRING: dict[type[DataType], tuple[tuple[type, ...], str]] = {
+    BooleanType: ((bool,), "True or False"),
+    DateType: ((dt.date,), "a datetime.date"),
+    TimestampType: ((dt.date,), "a datetime.datetime"),
+    TimestampNTZType: ((dt.date,), "a datetime.datetime"),
+}
+
+
+def _cast_expected(field: StructField, value_kind: str) -> str:
+    type_name = field.dataType.simpleString()
+    return (
+        f"{value_kind}, or a string Spark casts to a {type_name}, for column {field.name!r} of "
+        f"type {type_name}"
+    )
+
+
+def _check_cast_filter_strings(
+    spark: SparkSession, predicates: Sequence[Predicate], paths: dict[str, FieldPath]
+) -> None:
+    """A string compared with a boolean, date or timestamp column is cast to its type by Spark
+    when the rows are read, where a string it cannot cast fails the read (with ANSI on) or
+    silently matches nothing: each is cast now, in the session's time zone, with one request
+    (no Spark job) when there is any, and one Spark cannot cast is
+    ``DELTA_CONNECT_INVALID_ARGUMENT``."""
+    checks = [
+        (predicate, paths[predicate.column][-1], value)
+        for predicate in predicates
+        if type(paths[predicate.column][-1].dataType) in _CAST_FROM_STRING
+        for value in predicate.values
+        if isinstance(value, str)
+    ]
+    if not checks:
+        return
+    casts = [
+        F.lit(value).try_cast(field.dataType).isNotNull().alias(f"c{index}")
+        for index, (_, field, value) in enumerate(checks)
+    ]
+    row = collect(spark.sql("SELECT 1").select(*casts), reads_files=False)[0]
+    for index, (predicate, field, _) in enumerate(checks):
+        if not row[f"c{index}"]:
+            accepted = _CAST_FROM_STRING[type(field.dataType)]
+            raise _invalid_filter(predicate, _cast_expected(field, accepted[1]))
 
 
 #: A long's range: an integer beyond it is no value of any number column Spark compares.

@@ -347,6 +347,49 @@ def test_data_skipping_on_a_nested_field(spark: Any, skipping_table: Path) -> No
         snapshot.to_df(filter=[("info.nope", "=", 1)])
 
 
+def test_strings_for_boolean_date_and_timestamp_columns_are_cast_before_any_read(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Spark casts a string compared with such a column when the rows are read: one it cannot
+    cast failed the caller's collect with a JVM trace (or, without ANSI, matched nothing). Each
+    is now cast up front, in the session's time zone, and a bad one is refused at once."""
+    utc = dt.timezone.utc
+    days = [dt.date(2024, 1, d) for d in (1, 2, 3)]
+    rows = pa.table(
+        {
+            "id": pa.array([1, 2, 3], pa.int64()),
+            "flag": [True, False, True],
+            "day": pa.array(days, pa.date32()),
+            "at": pa.array(
+                [dt.datetime(2024, 1, d, 12, tzinfo=utc) for d in (1, 2, 3)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "local": pa.array([dt.datetime(2024, 1, d, 12) for d in (1, 2, 3)], pa.timestamp("us")),
+        }
+    )
+    write_deltalake(str(tmp_path / "t"), rows)
+    snapshot = DeltaTable.for_path(spark, str(tmp_path / "t")).snapshot()
+
+    def ids(filter: Any) -> set[int]:
+        return {row["id"] for row in snapshot.to_df(["id"], filter).collect()}
+
+    with session_conf(spark, {"spark.sql.session.timeZone": "UTC"}):
+        assert ids([("flag", "=", "true")]) == {1, 3}
+        assert ids([("flag", "=", " No ")]) == {2}
+        assert ids([("day", "in", ["2024-01-01", "2024-01-03"])]) == {1, 3}
+        assert ids([("at", ">", "2024-01-02 12:00:00")]) == {3}
+        assert ids([("local", "<", "2024-01-02")]) == {1}
+        for bad in [
+            ("flag", "=", "maybe"),
+            ("day", "in", ["2024-01-01", "the first"]),
+            ("at", "<", "garbage"),
+            ("local", "=", "31/12/2024"),
+        ]:
+            with pytest.raises(InvalidArgumentError) as raised:
+                snapshot.to_df(filter=[bad])
+            assert repr(bad[0]) in raised.value.message_parameters["expected"]
+
+
 @pytest.mark.parametrize("mode", ["name", "id"])
 def test_nested_filter_on_a_column_mapped_table(
     spark: Any, conformance_table: Any, mode: str

@@ -252,15 +252,24 @@ def test_a_filter_value_of_another_type_is_refused_before_any_job(
     assert "bigint" in raised.value.message_parameters["expected"]
     # A number written as a string is still compared as Spark would (cast), as before.
     assert snapshot.to_df(filter=[("order_id", "=", "1")]).count() == 1
+    # A string for a date column is cast by the server now (no job), not when rows are read.
+    with pytest.raises(InvalidArgumentError) as raised:
+        snapshot.to_df(filter=[("order_date", ">", "not a date")])
+    assert "a string Spark casts to a date" in raised.value.message_parameters["expected"]
+    assert "'not a date'" in raised.value.message_parameters["value"]
+    all_rows = snapshot.to_df().count()
+    assert snapshot.to_df(filter=[("order_date", ">=", "1970-01-01")]).count() == all_rows
 
 
 def test_a_cast_the_server_refuses_is_a_one_line_error(spark: Any, tmp_path: Path) -> None:
-    """The same failure met inside one of our jobs (here: a collect of ours over a filter the
-    client check does not know, a date column compared with a word)."""
+    """The same failure met inside one of our jobs (here: a collect of ours over a frame of
+    ours filtered by the caller, a date column compared with a word)."""
+    import pyspark.sql.connect.functions as F
+
     from delta_connect_py.plans.spark import collect
 
     snapshot = DeltaTable.for_path(spark, str(_sample_copy(tmp_path))).snapshot()
-    frame = snapshot.to_df(filter=[("order_date", ">", "not a date")])
+    frame = snapshot.to_df().where(F.col("order_date") > F.lit("not a date"))
     with pytest.raises(CastFailedError) as raised:
         collect(frame)
     assert raised.value.message_parameters["value"] == "'not a date'"

@@ -44,6 +44,11 @@ SCHEMA = {
     "fields": [
         {"name": "id", "type": "long", "nullable": True, "metadata": {}},
         {"name": "name", "type": "string", "nullable": True, "metadata": {}},
+        {"name": "flag", "type": "boolean", "nullable": True, "metadata": {}},
+        {"name": "day", "type": "date", "nullable": True, "metadata": {}},
+        {"name": "at", "type": "timestamp", "nullable": True, "metadata": {}},
+        {"name": "local", "type": "timestamp_ntz", "nullable": True, "metadata": {}},
+        {"name": "v", "type": "variant", "nullable": True, "metadata": {}},
     ],
 }
 
@@ -216,7 +221,7 @@ def test_to_df_names_unknown_columns(kwargs: dict[str, Any], argument: str, unkn
     error = raised(snapshot().to_df, **kwargs)
     assert isinstance(error, ValueError)  # also a ValueError, as before
     assert_names(error, "to_df", argument, unknown)
-    assert "['id', 'name']" in str(error)
+    assert "['at', 'day', 'flag', 'id', 'local', 'name', 'v']" in str(error)
 
 
 @pytest.mark.parametrize(
@@ -229,6 +234,13 @@ def test_to_df_names_unknown_columns(kwargs: dict[str, Any], argument: str, unkn
         ("id", "=", 2**70),
         ("id", "=", True),
         ("id", "<", "abc"),
+        ("flag", "=", 1),
+        ("day", "=", 5),
+        ("day", "in", [date(2020, 1, 1), 3]),
+        ("at", "<", 5),
+        ("local", "=", 1.5),
+        ("v", "=", 1),
+        ("v", "=", "1"),
     ],
 )
 def test_to_df_refuses_filter_values_the_column_cannot_compare(bad: Any) -> None:
@@ -241,7 +253,18 @@ def test_to_df_refuses_filter_values_the_column_cannot_compare(bad: Any) -> None
 
 
 @pytest.mark.parametrize(
-    "good", [("name", "=", "5"), ("id", "=", 5), ("id", ">", "5"), ("id", "in", [1, 2.5])]
+    "good",
+    [
+        ("name", "=", "5"),
+        ("id", "=", 5),
+        ("id", ">", "5"),
+        ("id", "in", [1, 2.5]),
+        ("flag", "=", False),
+        ("day", "=", date(2020, 1, 1)),
+        ("day", "<", datetime(2020, 1, 1, 12)),
+        ("at", ">", datetime(2020, 1, 1, tzinfo=timezone.utc)),
+        ("local", "in", [date(2020, 1, 1), datetime(2020, 1, 2)]),
+    ],
 )
 def test_filter_values_the_column_compares_pass(good: Any) -> None:
     predicates = predicates_of(parse_filter([good], "to_df"))
