@@ -164,12 +164,46 @@ def frame_rows(frame: DataFrame) -> list[dict[str, Any]]:
     Arrow rather than Row objects: pyspark's Row conversion fails on maps with non-string keys,
     and Arrow keeps the time zone of timestamps.
     """
-    table = frame.toArrow()
+    table = _variants_as_json(frame).toArrow()
     try:
         rows: list[dict[str, Any]] = table.to_pylist(maps_as_pydicts="lossy")
     except TypeError:  # a map key Python cannot hash (a struct): keep (key, value) pairs
         rows = table.to_pylist()
     return [plain(row) for row in rows]
+
+
+def _variants_as_json(frame: DataFrame) -> DataFrame:
+    """``frame`` with each column holding a variant (at any depth) as its JSON text.
+
+    Arrow would give a variant as its binary encoding, and pyspark's ``toArrow`` fails on a
+    nullable variant column holding a null."""
+    import pyspark.sql.connect.functions as F
+
+    fields = frame.schema.fields
+    if not any(_holds_variant(field.dataType) for field in fields):
+        return frame
+    return frame.select(
+        *[
+            F.to_json(F.col(f"`{field.name}`")).alias(field.name)
+            if _holds_variant(field.dataType)
+            else F.col(f"`{field.name}`")
+            for field in fields
+        ]
+    )
+
+
+def _holds_variant(data_type: Any) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
+
+    if isinstance(data_type, VariantType):
+        return True
+    if isinstance(data_type, StructType):
+        return any(_holds_variant(field.dataType) for field in data_type.fields)
+    if isinstance(data_type, ArrayType):
+        return _holds_variant(data_type.elementType)
+    if isinstance(data_type, MapType):
+        return _holds_variant(data_type.keyType) or _holds_variant(data_type.valueType)
+    return False
 
 
 # --- commands ---------------------------------------------------------------------------------
