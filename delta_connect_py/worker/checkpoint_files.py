@@ -233,16 +233,18 @@ def _exists(fs: pa.fs.FileSystem, path: str) -> bool:
 
 
 def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _Part:
-    """A part counted from its staged file, else from its final file.
+    """A part counted from the file that will be under its final name: the one already there,
+    else its staged file.
 
     A file already at the final name is never replaced: an earlier attempt of this task moved
     it there (checkpoint content is deterministic: the same file), or another writer wrote this
     version's checkpoint, which holds the same state (delta-spark never replaces one either;
     on an object store a replace under a reader mid-file would mix two files' bytes). The
-    staged copy then leaves with the staging folder.
+    staged copy then leaves with the staging folder, and the counts, the add check and the hint
+    are of the file kept (another writer's rows need not be ours: other tombstones, say).
     """
     if _exists(fs, final):
-        return _Part(None, final, True, *_count(fs, final if staged is None else staged.path))
+        return _Part(None, final, True, *_count(fs, final))
     if staged is not None:
         return _Part(staged, final, False, *_count(fs, staged.path))
     return _Part(None, final, False, 0, 0)
@@ -319,8 +321,16 @@ def _hint_text(
     adds: int,
     size: int,
     v2_checkpoint: dict[str, Any] | None = None,
+    *,
+    files_are_ours: bool = True,
 ) -> str:
-    schema = None if request.checkpoint_schema is None else json.loads(request.checkpoint_schema)
+    """``_last_checkpoint`` for the published files. ``checkpointSchema`` is our write's
+    schema, so it is left out (it is optional) unless every file named is one we wrote: a
+    reader trusts it over the file's footer (delta-rs, given a schema with typed stats another
+    writer's file lacks, reads no stats at all)."""
+    schema = None
+    if request.checkpoint_schema is not None and files_are_ours:
+        schema = json.loads(request.checkpoint_schema)
     return serialize_last_checkpoint(
         LastCheckpoint(
             version=request.version,
@@ -471,7 +481,8 @@ def _publish_classic(
     uris = [_join(request.log_dir, name) for name in names]
     if not request.write_hint:
         return _Published(uris, rows, adds, sizes, None)
-    text = _hint_text(request, sum(rows), sum(adds), sum(sizes))
+    ours = not any(part.in_place for part in parts)
+    text = _hint_text(request, sum(rows), sum(adds), sum(sizes), files_are_ours=ours)
     finals = tuple(part.final for part in parts)
     written = write_last_checkpoint(fs, log_dir, text, request.version, request.pause_dir, finals)
     return _Published(uris, rows, adds, sizes, text if written else None)

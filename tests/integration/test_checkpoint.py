@@ -571,7 +571,9 @@ def test_another_writers_checkpoint_of_the_version_is_kept_byte_for_byte(
 ) -> None:
     """delta-rs checkpointed the latest version; ours of the same version keeps its file (it
     replaced it before: on an object store a reader mid-file would mix two files' bytes) and
-    writes the hint; both readers load the table from the checkpoint alone."""
+    writes the hint, true of the file it names; both readers load the table from the
+    checkpoint alone. (The hint once gave the kept file our schema, with typed stats it lacks:
+    delta-rs then read no stats at all, and counted 0 rows.)"""
     deltalake = pytest.importorskip("deltalake")
     root = tmp_path / "t"
     for i in range(3):
@@ -588,7 +590,14 @@ def test_another_writers_checkpoint_of_the_version_is_kept_byte_for_byte(
     assert result.version == before["version"] == 2
     for name, content in existing.items():
         assert (log / name).read_bytes() == content
-    assert parse_last_checkpoint(_hint_text(root) or "").version == 2
+    stats = deltalake.DeltaTable(str(root)).get_add_actions(flatten=True).column("num_records")
+    assert stats.to_pylist() == [1, 1, 1]
+    hint = parse_last_checkpoint(_hint_text(root) or "")
+    assert hint.version == 2
+    if part_size is None:  # the hint names delta-rs's file, kept
+        (kept,) = existing
+        assert hint.checkpoint_schema is None
+        assert hint.size == pq.read_metadata(log / kept).num_rows == result.num_actions
     drop_log_before(root, before["version"])
     assert state_of(spark, root) == before
     assert delta_rs_files(root)[0] == before["version"]
