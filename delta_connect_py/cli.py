@@ -193,17 +193,9 @@ def _variants_as_json(frame: DataFrame) -> DataFrame:
 
 
 def _holds_variant(data_type: Any) -> bool:
-    from pyspark.sql.types import ArrayType, MapType, StructType, VariantType
+    from delta_connect_py.protocol.feature_use import type_names
 
-    if isinstance(data_type, VariantType):
-        return True
-    if isinstance(data_type, StructType):
-        return any(_holds_variant(field.dataType) for field in data_type.fields)
-    if isinstance(data_type, ArrayType):
-        return _holds_variant(data_type.elementType)
-    if isinstance(data_type, MapType):
-        return _holds_variant(data_type.keyType) or _holds_variant(data_type.valueType)
-    return False
+    return "variant" in set(type_names(data_type.jsonValue()))
 
 
 # --- commands ---------------------------------------------------------------------------------

@@ -239,9 +239,8 @@ class TableLog:
         _, latest_pm = self.loaded_segment(latest, listing, state_follows=False)
         ict = ict_start(latest_pm.metadata.configuration)
         if ict is not None:
-            timestamps.update(
-                self._in_commit_timestamps([f for f in commits if f.version >= ict.version])
-            )
+            found = self._commit_info_timestamps([f for f in commits if f.version >= ict.version])
+            timestamps.update({v: t for v, t in found.items() if t is not None})
         ordered = tuple(CommitTimestamp(v, t) for v, t in sorted(timestamps.items()))
         return CommitTimeline(ordered, ict)
 
@@ -255,24 +254,27 @@ class TableLog:
         own = [f for f in segment.all_commits if f.version == version]
         if not own:
             raise MissingCommitInfoError(version=version, path=self.table_root, file_listed=False)
-        commit_info = read_commits(self.spark, own).where(F.col("commitInfo").isNotNull())
-        with malformed_commits_reported(self.spark, own, self.table_root, COMMIT_SPARK_SCHEMA):
-            rows = collect(commit_info.select("commitInfo.inCommitTimestamp").limit(1))
-        if not rows:
+        found = self._commit_info_timestamps(own)
+        if version not in found:
             raise MissingCommitInfoError(version=version, path=self.table_root)
-        if rows[0]["inCommitTimestamp"] is None:
+        ict = found[version]
+        if ict is None:
             raise MissingCommitTimestampError(version=version, path=self.table_root)
-        return int(rows[0]["inCommitTimestamp"])
+        return ict
 
-    def _in_commit_timestamps(self, commits: list[LogFile]) -> dict[int, int]:
+    def _commit_info_timestamps(self, commits: list[LogFile]) -> dict[int, int | None]:
+        """The ``commitInfo.inCommitTimestamp`` of each commit that has a ``commitInfo`` (None
+        where it has no such field; a commit with several keeps one that has it)."""
         if not commits:
             return {}
-        frame = read_commits(self.spark, commits).where(
-            F.col("commitInfo.inCommitTimestamp").isNotNull()
-        )
+        frame = read_commits(self.spark, commits).where(F.col("commitInfo").isNotNull())
         with malformed_commits_reported(self.spark, commits, self.table_root, COMMIT_SPARK_SCHEMA):
             rows = collect(frame.select("version", "commitInfo.inCommitTimestamp"))
-        return {row["version"]: row["inCommitTimestamp"] for row in rows}
+        found: dict[int, int | None] = {}
+        for row in rows:
+            if found.get(row["version"]) is None:
+                found[row["version"]] = row["inCommitTimestamp"]
+        return found
 
 
 def to_epoch_ms(spark: SparkSession, timestamp: datetime | str) -> int:

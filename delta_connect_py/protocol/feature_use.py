@@ -134,7 +134,7 @@ def _schema_features(schema: Mapping[str, Any]) -> set[str]:
     for field in _all_fields(schema):
         if _INVARIANTS_KEY in _field_metadata(field):
             in_use.add("invariants")
-    for type_name in _type_names(schema):
+    for type_name in type_names(schema):
         if type_name in _TYPE_FEATURES:
             in_use.add(_TYPE_FEATURES[type_name])
     return in_use
@@ -168,9 +168,9 @@ def _all_fields(data_type: Any) -> Iterator[Mapping[str, Any]]:
             yield from _all_fields(field.get("type"))
 
 
-def _type_names(data_type: Any) -> Iterator[str]:
-    """Every primitive type name at any depth."""
+def type_names(data_type: Any) -> Iterator[str]:
+    """Every primitive type name at any depth of a type in its JSON form."""
     if isinstance(data_type, str):
         yield data_type
     for child in _children(data_type):
-        yield from _type_names(child)
+        yield from type_names(child)
