@@ -487,6 +487,25 @@ class StreamingIncompatibleSchemaChangeError(DeltaError):
     )
 
 
+class StreamSchemaChangedError(DeltaError):
+    """A stream reaches a version whose data files its read schema cannot read."""
+
+    error_class = "DELTA_SCHEMA_CHANGED_WITH_VERSION"
+    template = (
+        "Detected schema change in version {version} of {path}: the stream reads with the "
+        "schema of version {read_version} (the latest when it started), {read_schema}, which "
+        "cannot read the data files of version {version}, written with {data_schema} (a type "
+        "or nullability change, or other partition columns). Read the versions up to the "
+        "change with load_cdf, or start a new stream after version {version}."
+    )
+
+
+class StreamSchemaChangedWithStartingOptionsError(StreamSchemaChangedError):
+    """:class:`StreamSchemaChangedError` of a stream given a ``starting_version``."""
+
+    error_class = "DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS"
+
+
 class InvalidArgumentError(DeltaError, ValueError):
     """An argument of a public call has a wrong value, found before any Spark job.
 

@@ -11,7 +11,11 @@ batch reaches whose metadata is another table's (a replaced table); a batch reac
 whose schema differs from the stream's read schema (the latest when it started) by a rename,
 drop or partitioning change under column mapping raises
 ``DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG``, before its rows, as delta-spark's
-stream does without a schema tracking location.
+stream does without a schema tracking location; every batch of versions up to the read version
+has the read schema (columns added later are null in older rows), and an earlier version whose
+files that schema cannot read (a type or nullability change, other partition columns) raises
+``DELTA_SCHEMA_CHANGED_WITH_VERSION`` (``..._WITH_STARTING_OPTIONS`` for a stream given a
+starting version), as delta-spark's stream does when backfilling.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from delta_connect_py.cdf.rows import changes_frame, entries_of
 from delta_connect_py.errors import (
     DifferentDeltaTableReadByStreamingSourceError,
     StreamingIncompatibleSchemaChangeError,
+    StreamSchemaChangedError,
+    StreamSchemaChangedWithStartingOptionsError,
     TableReplacedDuringStreamError,
 )
 from delta_connect_py.protocol.actions import Metadata
@@ -41,7 +47,12 @@ from delta_connect_py.protocol.cdf import (
     next_offset,
     validate_offsets,
 )
-from delta_connect_py.protocol.schema_changes import has_no_column_mapping_schema_changes
+from delta_connect_py.protocol.features import TYPE_WIDENING_FEATURES, protocol_features
+from delta_connect_py.protocol.schema_changes import (
+    has_no_column_mapping_schema_changes,
+    stream_backfill_readable,
+)
+from delta_connect_py.table_schema import parsed_schema
 
 if TYPE_CHECKING:
     from delta_connect_py.plans.listing import LogListing
@@ -61,6 +72,10 @@ class ReadSchema:
 
     version: int
     metadata: Metadata
+    #: The table's protocol then supports type widening: older files may hold narrower types.
+    widens_types: bool = False
+    #: The stream was given a starting version (delta-spark's ``startingVersion`` option).
+    starting_version_given: bool = False
 
 
 def _starting_offset(
@@ -69,7 +84,12 @@ def _starting_offset(
     """The offset the stream starts after, and its read schema."""
     listing = table.list_log()
     latest = snapshot_at(table, listing, table.log_segment(None, listing).version)
-    read = ReadSchema(latest.version, latest.metadata)
+    read = ReadSchema(
+        latest.version,
+        latest.metadata,
+        widens_types=bool(TYPE_WIDENING_FEATURES & protocol_features(latest.protocol)),
+        starting_version_given=offset is None and starting_version is not None,
+    )
     return _resolved_offset(table, listing, latest, starting_version, offset), read
 
 
@@ -127,13 +147,43 @@ def _check_read_compatible(
             raise StreamingIncompatibleSchemaChangeError(
                 path=table.table_root, version=version, read_version=read.version
             )
+        if version < read.version and not stream_backfill_readable(
+            read.metadata, metadata, widen_types=read.widens_types
+        ):
+            raise _schema_changed(table, read, version, metadata)
 
 
-def batch_frame(table: TableLog, changes: FileChanges) -> DataFrame:
-    """The changed rows of one micro-batch's admitted files (lazy)."""
+def _schema_changed(
+    table: TableLog, read: ReadSchema, version: int, metadata: Metadata
+) -> StreamSchemaChangedError:
+    error = (
+        StreamSchemaChangedWithStartingOptionsError
+        if read.starting_version_given
+        else StreamSchemaChangedError
+    )
+    log_dir = table.log_dir
+
+    def schema_text(of: Metadata, at: int) -> str:
+        return parsed_schema(of, log_dir, log_dir, at).simpleString()
+
+    return error(
+        path=table.table_root,
+        version=version,
+        read_version=read.version,
+        read_schema=schema_text(read.metadata, read.version),
+        data_schema=schema_text(metadata, version),
+    )
+
+
+def batch_frame(table: TableLog, changes: FileChanges, read: ReadSchema) -> DataFrame:
+    """The changed rows of one micro-batch's admitted files (lazy), with the stream's read
+    schema for a batch starting at or before its read version (a later batch follows a
+    schema-change barrier and has the schema of its own versions)."""
     assert changes.metadata is not None, "a batch with files always has metadata"
     entries = entries_of(table.table_root, changes.files, changes.timestamps)
-    return changes_frame(table.spark, changes.metadata, entries, table.table_root)
+    first = min(f.version for f in changes.files)
+    metadata = read.metadata if first <= read.version else changes.metadata
+    return changes_frame(table.spark, metadata, entries, table.table_root)
 
 
 def stream_cdf(
@@ -152,10 +202,12 @@ def stream_cdf(
     inserts; ``offset`` (a yielded offset, or its JSON) resumes strictly after it. When caught
     up, it polls every ``poll_seconds`` (or returns if ``stop_when_caught_up``).
 
-    Each batch has the schema in effect at its first version: a commit that changes the schema,
-    partitioning or ``delta.*`` configuration ends the batch before it (the batch's offset then
-    has index ``METADATA_CHANGE_INDEX``, serialized with sourceVersion 3), and the following
-    batches have the new schema.
+    A commit that changes the schema, partitioning or ``delta.*`` configuration ends the batch
+    before it (the batch's offset then has index ``METADATA_CHANGE_INDEX``, serialized with
+    sourceVersion 3). Batches of versions up to the latest when the stream started have that
+    version's schema, as delta-spark's stream reads them (a column added later is null in older
+    rows); a batch after a later schema change has the new schema, where delta-spark's stream
+    stops to be restarted.
 
     The arguments are checked when this is called, before any Spark job
     (``DELTA_CONNECT_INVALID_ARGUMENT``); the jobs run as the batches are iterated.
@@ -222,5 +274,5 @@ def _batches(
             continue
         validate_offsets(previous, current)
         _check_read_compatible(table, read, changes.metadata_by_version, current.reservoir_version)
-        yield current, batch_frame(table, changes)
+        yield current, batch_frame(table, changes, read)
         previous = current

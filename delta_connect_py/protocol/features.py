@@ -60,6 +60,8 @@ SUPPORTED_WRITER_FEATURES = SUPPORTED_READER_FEATURES | frozenset(
         "checkpointProtection",
     }
 )
+#: The features under which a column's type may have been widened since files were written.
+TYPE_WIDENING_FEATURES = frozenset({"typeWidening", "typeWidening-preview"})
 MAX_READER_VERSION = 3
 MAX_WRITER_VERSION = 7
 TABLE_FEATURES_READER_VERSION = 3

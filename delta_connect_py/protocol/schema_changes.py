@@ -7,6 +7,11 @@ Responsibility, over ``metaData`` actions (:class:`~delta_connect_py.protocol.ac
   partition columns (``DeltaColumnMapping.hasNoColumnMappingSchemaChanges``), and the older of
   the two schemas is readable with the newer (``SchemaUtils.isReadCompatible``: columns only
   added, same types, nullability not tightened); which one is "older" follows ``m <= r``;
+* :func:`stream_backfill_readable`: delta-spark's ``checkSchemaChangesWhenNoSchemaTracking``
+  for a version before a stream's read version ("backfilling"): its data files can be read with
+  the stream's read schema iff the partition columns are the same and its schema is readable
+  as the read schema, nullability not tightened, types widened only where the table supports
+  type widening (``TypeWidening.isTypeChangeSupported``, :func:`is_type_widening`);
 * :func:`changes_stream_metadata`: delta-spark's
   ``hasMetadataOrProtocolChangeComparedToStreamMetadata`` for a metadata action: the schema, the
   partition columns or the ``delta.*`` configuration differ. A stream puts a schema-change
@@ -16,11 +21,12 @@ Invariants: schemas are Spark's StructType JSON (``Metadata.schema_json``). Colu
 across versions is the path of physical names (``delta.columnMapping.physicalName``, else the
 name: a table upgraded to column mapping keeps its names as physical names); the type check
 ignores field metadata, compares names case-sensitively (as delta-spark's default) and widens
-nothing. Pure: standard library and :mod:`delta_connect_py.protocol` only.
+a type only when asked to. Pure: standard library and :mod:`delta_connect_py.protocol` only.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -86,10 +92,52 @@ def has_no_column_mapping_schema_changes(new: Metadata, old: Metadata) -> bool:
     return not _renamed_or_dropped(new.schema_json, old.schema_json)
 
 
+_INTEGRAL_SIZES = {"byte": 1, "short": 2, "integer": 4, "long": 8}
+#: The decimal each integral type is stored as (``DecimalType.forType``), as (precision, scale).
+_INTEGRAL_DECIMALS = {"byte": (10, 0), "short": (10, 0), "integer": (10, 0), "long": (20, 0)}
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)")
+
+
+def _decimal(data_type: Any) -> tuple[int, int] | None:
+    match = _DECIMAL.fullmatch(data_type) if isinstance(data_type, str) else None
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _decimal_wider(to: tuple[int, int], than: tuple[int, int]) -> bool:
+    """``DecimalType.isWiderThan``: as many integer digits and as many fraction digits."""
+    return to[0] - to[1] >= than[0] - than[1] and to[1] >= than[1]
+
+
+def is_type_widening(old: Any, new: Any) -> bool:
+    """``TypeWidening.isTypeChangeSupported``: data of the atomic type ``old`` can be read as
+    ``new`` (types in Spark's JSON form): the same type, a wider integer, float to double, an
+    integer (up to int) to double, date to ``timestamp_ntz``, a wider decimal, or an integer to
+    a decimal with room for all its digits (byte, short and int as ``decimal(10,0)``, as
+    delta-spark does)."""
+    if old == new:
+        return True
+    if old in _INTEGRAL_SIZES and new in _INTEGRAL_SIZES:
+        return _INTEGRAL_SIZES[old] <= _INTEGRAL_SIZES[new]
+    if (old, new) in {("float", "double"), ("date", "timestamp_ntz")}:
+        return True
+    if old in ("byte", "short", "integer") and new == "double":
+        return True
+    new_decimal = _decimal(new)
+    if new_decimal is None:
+        return False
+    old_decimal = _decimal(old) or _INTEGRAL_DECIMALS.get(old)
+    return old_decimal is not None and _decimal_wider(new_decimal, old_decimal)
+
+
 def is_read_compatible(
-    existing: Mapping[str, Any], read: Mapping[str, Any], *, forbid_tighten_nullability: bool
+    existing: Mapping[str, Any],
+    read: Mapping[str, Any],
+    *,
+    forbid_tighten_nullability: bool,
+    widen_types: bool = False,
 ) -> bool:
-    """``SchemaUtils.isReadCompatible``: data written with ``existing`` readable as ``read``."""
+    """``SchemaUtils.isReadCompatible``: data written with ``existing`` readable as ``read``
+    (``widen_types``: delta-spark's ``TypeWideningMode.AllTypeWidening``)."""
 
     def nullability_ok(existing_nullable: bool, read_nullable: bool) -> bool:
         if forbid_tighten_nullability:
@@ -112,7 +160,9 @@ def is_read_compatible(
             )
         if old in _NULL_TYPES:
             return True
-        return bool(old == new) if old_kind is None and new_kind is None else False
+        if old_kind is not None or new_kind is not None:
+            return False
+        return bool(old == new) or (widen_types and is_type_widening(old, new))
 
     def struct_ok(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
         old_fields = {f["name"].lower(): f for f in old["fields"]}
@@ -144,6 +194,19 @@ def batch_cdf_read_compatible(
         )
     return has_no_column_mapping_schema_changes(metadata, read) and is_read_compatible(
         read.schema_json, metadata.schema_json, forbid_tighten_nullability=False
+    )
+
+
+def stream_backfill_readable(read: Metadata, metadata: Metadata, *, widen_types: bool) -> bool:
+    """Whether a stream reading with ``read`` may read the files of an earlier version whose
+    metadata is ``metadata`` (``widen_types``: the table supports type widening)."""
+    return tuple(read.partition_columns) == tuple(metadata.partition_columns) and (
+        is_read_compatible(
+            metadata.schema_json,
+            read.schema_json,
+            forbid_tighten_nullability=True,
+            widen_types=widen_types,
+        )
     )
 
 

@@ -44,6 +44,8 @@ from delta_connect_py.errors import (
     MissingFilesUnexpectedVersionError,
     NoStartForCdcReadError,
     StreamingIncompatibleSchemaChangeError,
+    StreamSchemaChangedError,
+    StreamSchemaChangedWithStartingOptionsError,
     TimestampGreaterThanCommitError,
     UnsupportedFeaturesForReadError,
     VersionNotFoundError,
@@ -413,13 +415,62 @@ def test_added_column_reads_with_the_latest_schema_and_ends_stream_batches(
         (2, BASE_INDEX),
     ]
     assert json.loads(batches[0][0].to_json())["sourceVersion"] == 3
+    # Every batch up to the version the stream started at has that version's schema, as
+    # delta-spark's stream reads them (checked on its server): v0's row has the later column.
+    assert [frame.columns for _, frame in batches] == [
+        ["id", "extra", "_change_type", "_commit_version", "_commit_timestamp"]
+    ] * 2
     assert [_plain_rows(frame) for _, frame in batches] == [
-        [(1, "insert", 0)],
+        [(1, None, "insert", 0)],
         [(2, "e", "insert", 1)],
     ]
     # Resuming from the barrier reads on with the new schema.
     _, resumed = next(table.stream_cdf(offset=batches[0][0].to_json()))
     assert _plain_rows(resumed) == [(2, "e", "insert", 1)]
+    # A column added after the stream started (delta-spark's stream stops there, to be
+    # restarted): the batch of that version has it.
+    stream = table.stream_cdf(1, stop_when_caught_up=True, poll_seconds=0)
+    offset, first = next(stream)
+    assert (offset.position, _plain_rows(first)) == ((2, BASE_INDEX), [(2, "e", "insert", 1)])
+    widest = pa.table({"id": [3], "extra": ["f"], "more": [True]})
+    write_deltalake(root, widest, mode="append", schema_mode="merge")
+    ((offset, after),) = list(stream)
+    assert offset.position == (3, BASE_INDEX)
+    assert after.columns[:3] == ["id", "extra", "more"]
+    assert _plain_rows(after) == [(3, "f", True, "insert", 2)]
+
+
+def test_a_stream_backfilling_across_a_type_change_is_refused_like_delta_spark(
+    spark: Any, tmp_path: Path
+) -> None:
+    """An overwrite that changes a column's type: a stream starting before it would read the
+    older files with the new type. delta-spark's stream refuses at the first such version
+    (``DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS`` when given a starting version, else
+    ``..._WITH_VERSION``; checked on its server with the same history)."""
+    root = str(tmp_path / "retyped")
+    write_deltalake(root, pa.table({"id": pa.array([1], pa.int32())}), configuration=CDF_ON)
+    write_deltalake(
+        root,
+        pa.table({"id": pa.array(["a"], pa.string())}),
+        mode="overwrite",
+        schema_mode="overwrite",
+    )
+    table = DeltaTable.for_path(spark, root)
+    with pytest.raises(StreamSchemaChangedWithStartingOptionsError) as started:
+        next(table.stream_cdf(0, stop_when_caught_up=True, poll_seconds=0))
+    parameters = started.value.getMessageParameters()
+    assert (parameters["version"], parameters["read_version"]) == ("0", "1")
+    assert (parameters["data_schema"], parameters["read_schema"]) == (
+        "struct<id:int>",
+        "struct<id:string>",
+    )
+    assert "start a new stream after version 0" in str(started.value)
+    offset = DeltaSourceOffset(table.snapshot().metadata.id, 0, BASE_INDEX, False)
+    with pytest.raises(StreamSchemaChangedError) as resumed:
+        next(table.stream_cdf(offset=offset, stop_when_caught_up=True, poll_seconds=0))
+    assert resumed.value.getErrorClass() == "DELTA_SCHEMA_CHANGED_WITH_VERSION"
+    ((_, latest),) = list(table.stream_cdf(stop_when_caught_up=True, poll_seconds=0))
+    assert _plain_rows(latest) == [("a", "insert", 1)]
 
 
 def test_inline_dv_with_an_overflowing_z85_group_is_decoded_as_delta_spark_does(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from delta_connect_py.protocol.actions import Metadata
 from delta_connect_py.protocol.cdf import (
     BASE_INDEX,
@@ -23,6 +25,8 @@ from delta_connect_py.protocol.schema_changes import (
     changes_stream_metadata,
     has_no_column_mapping_schema_changes,
     is_read_compatible,
+    is_type_widening,
+    stream_backfill_readable,
 )
 
 CM = {"delta.columnMapping.mode": "name"}
@@ -148,6 +152,63 @@ def test_batch_check_picks_the_older_schema_by_version() -> None:
     assert batch_cdf_read_compatible(narrow, 3, wide, 5)
     # The read schema dropped what v3 had: not readable.
     assert not batch_cdf_read_compatible(narrow, 5, wide, 3)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("byte", "short"),
+        ("short", "long"),
+        ("integer", "long"),
+        ("float", "double"),
+        ("integer", "double"),
+        ("date", "timestamp_ntz"),
+        ("decimal(10,2)", "decimal(12,4)"),
+        ("integer", "decimal(10,0)"),
+        ("byte", "decimal(12,2)"),
+        ("long", "decimal(20,0)"),
+    ],
+)
+def test_type_widening_follows_delta_spark(old: str, new: str) -> None:
+    assert is_type_widening(old, new)
+    assert not is_type_widening(new, old)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("long", "double"),  # a long does not fit a double exactly
+        ("short", "decimal(9,0)"),  # delta-spark asks decimal(10,0) of every INT32 type
+        ("long", "decimal(20,1)"),
+        ("decimal(10,2)", "decimal(11,1)"),
+        ("integer", "string"),
+        ("timestamp", "timestamp_ntz"),
+        ("date", "timestamp"),
+    ],
+)
+def test_changes_that_are_not_widening(old: str, new: str) -> None:
+    assert not is_type_widening(old, new)
+
+
+def test_a_stream_backfills_over_added_columns_and_only_supported_widenings() -> None:
+    narrow = _metadata(_field("a", "integer"))
+    read = _metadata(_field("a", "long"), _field("b", "string"))
+    assert stream_backfill_readable(read, narrow, widen_types=True)
+    # Without type widening in the protocol, a type change is not readable.
+    assert not stream_backfill_readable(read, narrow, widen_types=False)
+    assert stream_backfill_readable(
+        _metadata(_field("a", "integer"), _field("b")), narrow, widen_types=False
+    )
+    # A tighter nullability or other partition columns are not readable either.
+    required = _metadata(_field("a", "integer", nullable=False))
+    assert not stream_backfill_readable(required, narrow, widen_types=True)
+    assert stream_backfill_readable(narrow, required, widen_types=False)
+    partitioned = _metadata(_field("a", "integer"), parts=["a"])
+    assert not stream_backfill_readable(partitioned, narrow, widen_types=True)
+    # Widening reaches into structs, arrays and maps.
+    nested = _metadata(_field("s", _struct(_field("x", "integer"))))
+    wider = _metadata(_field("s", _struct(_field("x", "long"))))
+    assert stream_backfill_readable(wider, nested, widen_types=True)
 
 
 # ------------------------------------------------------------------------ stream barriers

@@ -16,6 +16,9 @@ Compared (each at least once; ``make test-delta-spark`` runs them all in CI):
   (``snapshot(timestamp=...)``, ``version_at``) with ``timestampAsOf``'s; at the latest version
   also the files delta-spark reads rows from (``input_file_name()``);
 - ``DeltaTable.load_cdf`` with ``readChangeFeed`` (every column, ``_commit_timestamp`` too);
+- ``DeltaTable.stream_cdf`` from version 0 with delta-spark's ``readChangeFeed`` stream across
+  an added column and a widened type (rows and schema), and across a type or partitioning
+  change it cannot read (the same error class and version);
 - column mapping mode id read by parquet field id: rows and change data feed of a copy whose
   data and cdc files have their columns renamed (ids kept);
 - ``DeltaTable.history`` with ``DESCRIBE HISTORY`` (every column);
@@ -49,6 +52,7 @@ import pytest
 
 from delta_connect_py.errors import (
     FeaturesProtocolMetadataMismatchError,
+    StreamSchemaChangedWithStartingOptionsError,
     TimestampEarlierThanCommitRetentionError,
     VersionNotFoundError,
 )
@@ -665,3 +669,77 @@ def test_change_data_across_a_repartitioning_without_column_mapping_like_delta_s
     actual = DeltaTable.for_path(spark, path).load_cdf(0)
     assert actual.columns == expected.columns
     assert rows_of(actual) == rows_of(expected)
+
+
+def delta_spark_stream_rows(delta_spark: Any, path: str, scratch: Path) -> Any:
+    """delta-spark's change data stream of ``path`` from version 0, run to its end
+    (``availableNow``) into parquet; the rows written, or its failure."""
+    out, checkpoint = scratch / "out", scratch / "checkpoint"
+    source = delta_spark.readStream.format("delta").option("readChangeFeed", "true")
+    query = (
+        source.option("startingVersion", 0)
+        .load(path)
+        .writeStream.format("parquet")
+        .option("checkpointLocation", str(checkpoint))
+        .option("path", str(out))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    return delta_spark.read.parquet(str(out))
+
+
+def ours_stream(spark: Any, path: str) -> list[Any]:
+    return list(DeltaTable.for_path(spark, path).stream_cdf(0, stop_when_caught_up=True))
+
+
+def test_a_stream_backfills_with_its_starting_schema_like_delta_spark(
+    spark: Any, delta_spark: Any, tmp_path: Path
+) -> None:
+    """A change data stream started at version 0 reads every version up to the latest with
+    the latest schema: a column added later is null in older rows, a widened type is read
+    wide. Our batches, together, equal the rows delta-spark's stream writes."""
+    path = str(tmp_path / "evolved")
+    properties = "delta.enableChangeDataFeed = true, delta.enableTypeWidening = true"
+    for statement in (
+        f"CREATE TABLE delta.`{path}` (id INT, a STRING) USING delta TBLPROPERTIES ({properties})",
+        f"INSERT INTO delta.`{path}` VALUES (1, 'x')",
+        f"ALTER TABLE delta.`{path}` ADD COLUMNS (b STRING)",
+        f"INSERT INTO delta.`{path}` VALUES (2, 'y', 'z')",
+        f"ALTER TABLE delta.`{path}` CHANGE COLUMN id TYPE BIGINT",
+        f"INSERT INTO delta.`{path}` VALUES (5000000000, 'w', NULL)",
+    ):
+        delta_spark.sql(statement).collect()
+    expected = delta_spark_stream_rows(delta_spark, path, tmp_path / "theirs")
+    batches = [rows for _, rows in ours_stream(spark, path)]
+    assert len(batches) >= 2  # the schema changes end batches
+    assert all(fields_of(rows) == fields_of(expected) for rows in batches)
+    actual = batches[0]
+    for rows in batches[1:]:
+        actual = actual.unionByName(rows)
+    assert rows_of(actual.select(*expected.columns)) == rows_of(expected)
+    assert (1, "x", None) in [row[:3] for row in rows_of(actual)]
+
+
+@pytest.mark.parametrize("change", ["type", "partitioning"])
+def test_a_stream_backfilling_across_an_unreadable_schema_is_refused_like_delta_spark(
+    spark: Any, delta_spark: Any, tmp_path: Path, change: str
+) -> None:
+    """An overwrite with ``overwriteSchema`` that changes a column's type or the partition
+    columns (no column mapping): a stream from version 0 cannot read version 0's files with
+    the latest schema. delta-spark's stream fails with
+    ``DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS`` at version 0, and so do we, before any row."""
+    path = str(tmp_path / change)
+    first = delta_spark.sql("SELECT 1 AS id, 'a' AS p").write.format("delta")
+    first.option("delta.enableChangeDataFeed", "true").save(path)
+    replacement = "SELECT '2' AS id, 'b' AS p" if change == "type" else "SELECT 2 AS id, 'b' AS p"
+    overwrite = delta_spark.sql(replacement).write.format("delta").mode("overwrite")
+    if change == "partitioning":
+        overwrite = overwrite.partitionBy("p")
+    overwrite.option("overwriteSchema", "true").save(path)
+    with pytest.raises(Exception, match="DELTA_SCHEMA_CHANGED_WITH_STARTING_OPTIONS") as theirs:
+        delta_spark_stream_rows(delta_spark, path, tmp_path / "theirs")
+    assert "Detected schema change in version 0" in str(theirs.value)
+    with pytest.raises(StreamSchemaChangedWithStartingOptionsError) as mine:
+        ours_stream(spark, path)
+    assert mine.value.getMessageParameters()["version"] == "0"
