@@ -121,6 +121,7 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from delta_connect_py.plans.listing import LogListing
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table_log import TableLog
 
@@ -603,11 +604,47 @@ def plan_table_cleanup(table: TableLog, now: int | None = None) -> TableCleanup:
         configuration=configuration,
         now_ms=now,
     )
+    if plan.delete and plan.boundary is not None:
+        _check_kept_checkpoint_reads(table, listing, plan.boundary)
     v2 = V2_CHECKPOINT_FEATURE in protocol_features(pm.protocol)
     compat = bool(plan.delete) and needs_compat_checkpoint(latest.checkpoint, listing.files, v2)
     return TableCleanup(
         plan, cutoff_timestamp(now, configuration), latest.checkpoint if compat else None
     )
+
+
+def _check_kept_checkpoint_reads(table: TableLog, listing: LogListing, boundary: int) -> None:
+    """Refuse a cleanup whose kept checkpoint (of version ``boundary``) does not rebuild its
+    version: every log file before it is deleted, so a reader could no longer read around it.
+
+    The checkpoint must be the one a snapshot of ``boundary`` loads (not one read around), and
+    every value of its files must decode (one Spark job writing every row as JSON and summing
+    the lengths: a damaged page fails here, not after the deletes). Sidecars of a V2
+    checkpoint are not read.
+    """
+    segment = table.log_segment(boundary, listing)
+    error: CorruptLogFileError | None = None
+    try:
+        loaded, _ = table.loaded_segment(segment, listing)
+        if loaded.checkpoint is not None and loaded.checkpoint.version == boundary:
+            frame = read_checkpoint_files(table.spark, loaded.checkpoint.files)
+            every_value = F.to_json(F.struct(*[F.col(name) for name in frame.columns]))
+            collect(frame.select(F.sum(F.length(every_value))))
+            return
+    except CorruptLogFileError as unreadable:
+        error = unreadable
+    files = segment.checkpoint.files if segment.checkpoint is not None else ()
+    why = f" ({error.message_parameters.get('reason')})" if error is not None else ""
+    raise CorruptLogFileError(
+        file=", ".join(file.path for file in files) or f"the checkpoint of version {boundary}",
+        path=table.table_root,
+        reason=(
+            f"cleanup_metadata would keep this checkpoint of version {boundary} and delete every "
+            f"log file before it, but it does not rebuild version {boundary}{why}; "
+            "nothing was deleted. Write a new checkpoint (create_checkpoint) and clean up once it "
+            "is older than the log retention, or restore the file"
+        ),
+    ) from None
 
 
 #: The action columns a checkpoint may hold (a V2 top-level file read as JSON also has the

@@ -52,6 +52,7 @@ import pyarrow.parquet as pq
 from delta_connect_py.errors import (
     CheckpointSnapshotMismatchError,
     CheckpointUnsupportedError,
+    CorruptLogFileError,
     DeltaError,
 )
 from delta_connect_py.protocol.cleanup import SidecarFile, unreferenced_sidecars
@@ -232,6 +233,15 @@ def _exists(fs: pa.fs.FileSystem, path: str) -> bool:
     return bool(fs.get_file_info(path).type != FileType.NotFound)
 
 
+class _UnreadableFileInPlace(Exception):
+    """A file already under a checkpoint part's final name whose footer cannot be read (an
+    empty or cut file left by a writer that died, or damage)."""
+
+    def __init__(self, path: str, why: str) -> None:
+        super().__init__(path, why)
+        self.path, self.why = path, why
+
+
 def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _Part:
     """A part counted from the file that will be under its final name: the one already there,
     else its staged file.
@@ -244,7 +254,10 @@ def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _P
     are of the file kept (another writer's rows need not be ours: other tombstones, say).
     """
     if _exists(fs, final):
-        return _Part(None, final, True, *_count(fs, final))
+        try:
+            return _Part(None, final, True, *_count(fs, final))
+        except (OSError, pa.ArrowException) as error:
+            raise _UnreadableFileInPlace(final, f"{type(error).__name__}: {error}") from error
     if staged is not None:
         return _Part(staged, final, False, *_count(fs, staged.path))
     return _Part(None, final, False, 0, 0)
@@ -256,7 +269,19 @@ def _stage(
     """Every part, counted; or why nothing may be published (a refusal, as data): the add count
     differs from the snapshot's, or a file is too large for one rename on this file system."""
     by_part = _staged_files(fs, staging, request.num_parts)
-    parts = [_part(fs, by_part.get(index), final) for index, final in enumerate(finals)]
+    try:
+        parts = [_part(fs, by_part.get(index), final) for index, final in enumerate(finals)]
+    except _UnreadableFileInPlace as unreadable:
+        return CorruptLogFileError(
+            file=_join(request.log_dir, unreadable.path.rsplit("/", 1)[-1]),
+            path=request.log_dir,
+            reason=(
+                f"a file already has the name of the checkpoint of version {request.version} "
+                f"and is not a parquet file ({unreadable.why}); it is never replaced, so no "
+                "checkpoint of this version was written. Remove that file, or write a "
+                "checkpoint of another version"
+            ),
+        )
     if not any(part.has_file for part in parts):
         raise RuntimeError(f"no staged checkpoint file in {staging}, and none published")
     adds = sum(part.adds for part in parts)
@@ -692,11 +717,17 @@ def _checkpoints_now(fs: pa.fs.FileSystem, log_dir: str, request: DeleteRequest)
 
 
 def _garbage_sidecars(fs: pa.fs.FileSystem, log_dir: str, request: DeleteRequest) -> list[str]:
+    """The sidecars no kept checkpoint references and older than the cutoff; none when a kept
+    checkpoint file cannot be read (an empty part of a writer that died, damage): what it
+    references is unknown, so every sidecar is kept."""
     referenced: list[str] = []
     for path in _checkpoints_now(fs, log_dir, request):
-        # A checkpoint gone since the listing (another writer's cleanup) references nothing.
-        with contextlib.suppress(FileNotFoundError):
+        try:
             referenced += _sidecar_references(fs, path)
+        except FileNotFoundError:
+            continue  # gone since the listing (another writer's cleanup): references nothing
+        except (OSError, pa.ArrowException, ValueError, KeyError, TypeError):
+            return []  # ValueError: not JSON or not UTF-8; KeyError, TypeError: not actions
     garbage = unreferenced_sidecars(_sidecars_present(fs, log_dir), referenced, request.cutoff_ms)
     return [_join(_join(request.log_dir, SIDECAR_DIR), sidecar.name) for sidecar in garbage]
 

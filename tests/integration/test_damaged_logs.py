@@ -36,6 +36,7 @@ from delta_connect_py.errors import (
 from delta_connect_py.plans.loading import MAX_FILES_FOR_JSON_SOURCE
 from tests.conftest import CONFORMANCE
 from tests.fuzz import damaged_logs as fuzz
+from tests.integration.test_checkpoint import age_log_files
 
 LONG_COMMITS = MAX_FILES_FOR_JSON_SOURCE + 8
 DAMAGED_VERSION = 12
@@ -415,3 +416,78 @@ def test_a_version_checksum_that_is_not_the_logs_is_refused(
     checksum.unlink()
     pristine = DeltaTable.for_path(spark, str(CONFORMANCE / "kernel/crc-full/delta"))
     assert table.snapshot().state == pristine.snapshot().state
+
+
+def _log_manifest(table: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in (table / "_delta_log").iterdir() if p.is_file()}
+
+
+def _cut_in_half(path: Path) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("damage", ["empty", "cut"])
+def test_an_unreadable_file_under_the_checkpoints_name_is_refused_and_kept(
+    spark: SparkSession, tmp_path: Path, damage: str
+) -> None:
+    """A file already named as the checkpoint to write (left by a writer that died, or
+    damaged) is never replaced; it cannot be counted either, so the write is
+    DELTA_CORRUPT_LOG_FILE naming it, and the log is left as it was."""
+    table = tmp_path / "t"
+    shutil.copytree(CONFORMANCE / "golden" / "checkpoint" / "delta", table)
+    in_place = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    if damage == "empty":
+        in_place.write_bytes(b"")
+    else:
+        _cut_in_half(in_place)
+    before = _log_manifest(table)
+    with pytest.raises(CorruptLogFileError, match=r"00000000000000000010\.checkpoint\.parquet"):
+        DeltaTable.for_path(spark, str(table)).create_checkpoint(10)
+    assert _log_manifest(table) == before
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+def test_cleanup_keeping_an_unreadable_checkpoint_deletes_nothing(
+    spark: SparkSession, tmp_path: Path, dry_run: bool
+) -> None:
+    """The checkpoint a cleanup keeps must rebuild its version: every log file before it is
+    deleted, and readers (ours and delta-spark's) read around a damaged checkpoint only with
+    those files. Before, a cut checkpoint 10 cost commits 0-9, and versions 10-14 became
+    unreadable."""
+    table = tmp_path / "t"
+    shutil.copytree(CONFORMANCE / "golden" / "checkpoint" / "delta", table)
+    _cut_in_half(table / "_delta_log" / "00000000000000000010.checkpoint.parquet")
+    age_log_files(table / "_delta_log")
+    before = _log_manifest(table)
+    dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
+    state = dt.snapshot().state
+    with pytest.raises(CorruptLogFileError, match="does not rebuild version 10") as refused:
+        dt.cleanup_metadata(dry_run=dry_run)
+    assert "nothing was deleted" in str(refused.value)
+    assert _log_manifest(table) == before
+    assert dt.snapshot().state == state
+
+
+def test_cleanup_keeps_every_sidecar_when_a_kept_checkpoint_file_is_unreadable(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """The sidecar sweep reads the kept checkpoints for the sidecars they name; an empty part
+    of a dead multi-part writer names nothing that can be known, so no sidecar is garbage
+    (before: a raw ArrowInvalid, after the expired files were already deleted)."""
+    table = tmp_path / "t"
+    shutil.copytree(CONFORMANCE / "golden" / "only-checkpoint-files" / "delta", table)
+    log = table / "_delta_log"
+    (log / "00000000000000000002.checkpoint.0000000001.0000000002.parquet").write_bytes(b"")
+    age_log_files(log)
+    dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
+    state = dt.snapshot().state
+    listed = dt.cleanup_metadata(dry_run=True)
+    deleted = dt.cleanup_metadata()
+    assert sorted(deleted) == sorted(listed)
+    assert {path.rsplit("/", 1)[-1] for path in deleted} == {
+        "00000000000000000000.json",
+        "00000000000000000001.json",
+        "00000000000000000001.checkpoint.parquet",
+    }
+    assert dt.snapshot().state == state
