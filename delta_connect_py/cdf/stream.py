@@ -126,9 +126,11 @@ def _check_read_compatible(
 ) -> None:
     """delta-spark's ``checkReadIncompatibleSchemaChanges`` without a schema tracking log, for
     the metadata in effect at each version a batch reaches (up to ``upto``): another table's id
-    (``DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE``), or a rename, drop or partitioning
+    (``DIFFERENT_DELTA_TABLE_READ_BY_STREAMING_SOURCE``), a rename, drop or partitioning
     change under column mapping against the read schema
-    (``DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG``), before any of its rows."""
+    (``DELTA_STREAMING_INCOMPATIBLE_SCHEMA_CHANGE_USE_SCHEMA_LOG``), or a version before the
+    read version whose files the read schema cannot read (``checkSchemaChangesWhenNoSchemaTracking``
+    when backfilling: ``DELTA_SCHEMA_CHANGED_WITH_...``), before any of its rows."""
     for version, metadata in sorted(metadata_by_version.items()):
         if version > upto:
             break
