@@ -122,6 +122,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from delta_connect_py.plans.listing import LogListing
+    from delta_connect_py.protocol.segment import LogSegment
     from delta_connect_py.snapshot import Snapshot
     from delta_connect_py.table_log import TableLog
 
@@ -605,7 +606,7 @@ def plan_table_cleanup(table: TableLog, now: int | None = None) -> TableCleanup:
         now_ms=now,
     )
     if plan.delete and plan.boundary is not None:
-        _check_kept_checkpoint_reads(table, listing, plan.boundary)
+        _check_kept_checkpoint_reads(table, listing, plan.boundary, latest)
     v2 = V2_CHECKPOINT_FEATURE in protocol_features(pm.protocol)
     compat = bool(plan.delete) and needs_compat_checkpoint(latest.checkpoint, listing.files, v2)
     return TableCleanup(
@@ -613,19 +614,23 @@ def plan_table_cleanup(table: TableLog, now: int | None = None) -> TableCleanup:
     )
 
 
-def _check_kept_checkpoint_reads(table: TableLog, listing: LogListing, boundary: int) -> None:
+def _check_kept_checkpoint_reads(
+    table: TableLog, listing: LogListing, boundary: int, latest: LogSegment
+) -> None:
     """Refuse a cleanup whose kept checkpoint (of version ``boundary``) does not rebuild its
     version: every log file before it is deleted, so a reader could no longer read around it.
 
     The checkpoint must be the one a snapshot of ``boundary`` loads (not one read around), and
     every value of its files must decode (one Spark job writing every row as JSON and summing
     the lengths: a damaged page fails here, not after the deletes). Sidecars of a V2
-    checkpoint are not read.
+    checkpoint are not read. ``latest``: the latest version's loaded segment, which already
+    loaded the kept checkpoint when it is the newest one (the usual case).
     """
     segment = table.log_segment(boundary, listing)
     error: CorruptLogFileError | None = None
     try:
-        loaded, _ = table.loaded_segment(segment, listing)
+        kept_is_latest = latest.checkpoint is not None and latest.checkpoint.version == boundary
+        loaded = latest if kept_is_latest else table.loaded_segment(segment, listing)[0]
         if loaded.checkpoint is not None and loaded.checkpoint.version == boundary:
             frame = read_checkpoint_files(table.spark, loaded.checkpoint.files)
             every_value = F.to_json(F.struct(*[F.col(name) for name in frame.columns]))
