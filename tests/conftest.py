@@ -95,6 +95,12 @@ def worker_python() -> str:
     return os.environ.get("DELTA_CONNECT_WORKER_PYTHON") or _vanilla_worker_python()
 
 
+def log_bytes(log: Path) -> dict[str, bytes]:
+    """The content of every file directly in the ``_delta_log`` folder ``log``, by name: what
+    an operation must leave as it was."""
+    return {path.name: path.read_bytes() for path in log.iterdir() if path.is_file()}
+
+
 def sorted_rows(df: Any, drop: tuple[str, ...] = ()) -> list[tuple[Any, ...]]:
     """A DataFrame's rows as tuples (without the ``drop`` columns), in a fixed order."""
     columns = [c for c in df.columns if c not in drop]

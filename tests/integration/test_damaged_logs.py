@@ -34,7 +34,7 @@ from delta_connect_py.errors import (
     PartitionColumnNotFoundError,
 )
 from delta_connect_py.plans.loading import MAX_FILES_FOR_JSON_SOURCE
-from tests.conftest import CONFORMANCE
+from tests.conftest import CONFORMANCE, log_bytes
 from tests.fuzz import damaged_logs as fuzz
 from tests.integration.test_checkpoint import age_log_files
 
@@ -418,10 +418,6 @@ def test_a_version_checksum_that_is_not_the_logs_is_refused(
     assert table.snapshot().state == pristine.snapshot().state
 
 
-def _log_manifest(table: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in (table / "_delta_log").iterdir() if p.is_file()}
-
-
 def _cut_in_half(path: Path) -> None:
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
@@ -441,10 +437,10 @@ def test_an_unreadable_file_under_the_checkpoints_name_is_refused_and_kept(
         in_place.write_bytes(b"")
     else:
         _cut_in_half(in_place)
-    before = _log_manifest(table)
+    before = log_bytes(table / "_delta_log")
     with pytest.raises(CorruptLogFileError, match=r"00000000000000000010\.checkpoint\.parquet"):
         DeltaTable.for_path(spark, str(table)).create_checkpoint(10)
-    assert _log_manifest(table) == before
+    assert log_bytes(table / "_delta_log") == before
 
 
 @pytest.mark.parametrize("dry_run", [False, True])
@@ -459,13 +455,13 @@ def test_cleanup_keeping_an_unreadable_checkpoint_deletes_nothing(
     shutil.copytree(CONFORMANCE / "golden" / "checkpoint" / "delta", table)
     _cut_in_half(table / "_delta_log" / "00000000000000000010.checkpoint.parquet")
     age_log_files(table / "_delta_log")
-    before = _log_manifest(table)
+    before = log_bytes(table / "_delta_log")
     dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
     state = dt.snapshot().state
     with pytest.raises(CorruptLogFileError, match="does not rebuild version 10") as refused:
         dt.cleanup_metadata(dry_run=dry_run)
     assert "nothing was deleted" in str(refused.value)
-    assert _log_manifest(table) == before
+    assert log_bytes(table / "_delta_log") == before
     assert dt.snapshot().state == state
 
 

@@ -40,6 +40,7 @@ from delta_connect_py.errors import (
 )
 from delta_connect_py.protocol.filenames import commit_name
 from tests.checkpoint_paths import checkpoint_files
+from tests.conftest import log_bytes
 
 T0 = 1_700_000_000  # seconds
 
@@ -337,10 +338,6 @@ def test_corrupt_last_checkpoint_falls_back_to_listing(spark: Any, conformance_t
     assert _files(snapshot) == _rs_files(root)
 
 
-def _log_bytes(log: Path) -> dict[str, bytes]:
-    return {path.name: path.read_bytes() for path in log.iterdir() if path.is_file()}
-
-
 @pytest.mark.worker_errors
 def test_a_checkpoint_that_is_not_parquet_is_a_corrupt_log_file(
     spark: Any, conformance_table: Any
@@ -353,11 +350,11 @@ def test_a_checkpoint_that_is_not_parquet_is_a_corrupt_log_file(
     checkpoint.write_text("not parquet")
     for version in range(10):
         (log / commit_name(version)).unlink()
-    before = _log_bytes(log)
+    before = log_bytes(log)
     with pytest.raises(CorruptLogFileError, match=checkpoint.name) as info:
         DeltaTable.for_path(spark, str(root)).snapshot()
     assert "FAILED_READ_FILE" in str(info.value)
-    assert _log_bytes(log) == before
+    assert log_bytes(log) == before
 
 
 @pytest.mark.worker_errors
@@ -369,12 +366,12 @@ def test_an_unreadable_checkpoint_falls_back_to_commit_zero(
     expected = _rs_files(root)
     log = root / "_delta_log"
     (log / "00000000000000000010.checkpoint.parquet").write_text("not parquet")
-    before = _log_bytes(log)
+    before = log_bytes(log)
     snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
     assert snapshot.segment.checkpoint is None and snapshot.version == 13
     assert _files(snapshot) == expected
     assert snapshot.state.num_of_files == len(expected)
-    assert _log_bytes(log) == before
+    assert log_bytes(log) == before
 
 
 @pytest.mark.worker_errors
@@ -395,7 +392,7 @@ def test_an_unreadable_checkpoint_falls_back_to_an_earlier_checkpoint(
     _set_commit_times(root, {version: 1_700_000_000 + version for version in range(10, 14)})
     newest = log / "00000000000000000012.checkpoint.parquet"
     newest.write_bytes(newest.read_bytes()[: newest.stat().st_size // 2])
-    before = _log_bytes(log)
+    before = log_bytes(log)
     for version in (None, 12):
         snapshot = table.snapshot(version)
         assert snapshot.segment.checkpoint is not None
@@ -407,7 +404,7 @@ def test_an_unreadable_checkpoint_falls_back_to_an_earlier_checkpoint(
     assert by_time.segment.checkpoint.version == 10
     assert [row["version"] for row in table.history().collect()] == [13, 12, 11, 10]
     assert table.cleanup_metadata(dry_run=True) == []
-    assert _log_bytes(log) == before
+    assert log_bytes(log) == before
 
 
 def test_missing_checkpoint_part_without_earlier_commits(
