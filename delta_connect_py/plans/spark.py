@@ -397,12 +397,19 @@ def _conform_struct(column: Column, actual: StructType, target: StructType) -> C
     if matching == 0:
         return _rebuilt_struct(column, present, target)
     result = column
-    extra = [field.name for field in actual.fields[matching:]]
+    extra = [field_name_literal(field.name) for field in actual.fields[matching:]]
     if extra:
         result = result.dropFields(*extra)
     for field in target.fields[matching:]:
-        result = result.withField(field.name, _conformed_field(column, present, field))
+        name = field_name_literal(field.name)
+        result = result.withField(name, _conformed_field(column, present, field))
     return result
+
+
+def field_name_literal(name: str) -> str:
+    """``name`` as ``withField``/``dropFields`` take one field: they parse their argument as a
+    dotted path, so a name from a file's schema (a dot, a space, a damaged byte) is quoted."""
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _conformed_field(column: Column, present: dict[str, DataType], field: StructField) -> Column:

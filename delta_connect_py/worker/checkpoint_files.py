@@ -405,6 +405,16 @@ def _current_hint_version(fs: pa.fs.FileSystem, path: str) -> int | None:
         return None
 
 
+def _has_checkpoint_file(fs: pa.fs.FileSystem, log_dir: str, version: int) -> bool:
+    """Whether any checkpoint file of ``version`` is in the log (complete or not: a writer
+    publishes its checkpoint's files before its hint, so a hint's own files are there)."""
+    from pyarrow.fs import FileSelector
+
+    prefix = f"{version:020d}.checkpoint."
+    listing = fs.get_file_info(FileSelector(log_dir, allow_not_found=True))
+    return any(info.base_name.startswith(prefix) for info in listing)
+
+
 def _write_via_rename(fs: pa.fs.FileSystem, directory: str, final: str, data: bytes) -> None:
     """Write ``data`` to a temporary ``_``-name in ``directory``, then rename it to ``final``."""
     temporary = _join(directory, f"_delta_connect.{uuid.uuid4().hex}.tmp")
@@ -425,7 +435,11 @@ def write_last_checkpoint(
     pause_dir: str | None = None,
     checkpoint_files: tuple[str, ...] = (),
 ) -> bool:
-    """Atomically replace ``_last_checkpoint`` unless it names a newer version.
+    """Atomically replace ``_last_checkpoint`` unless it names a newer checkpoint.
+
+    A hint naming a newer version whose checkpoint does not exist (a hint left beyond a
+    table that was recreated, or whose checkpoint was deleted) is replaced: readers such as
+    delta-rs fail on it, while a hint naming an older checkpoint is always safe to read from.
 
     The read and the replace are not one atomic step: another writer may checkpoint a newer
     version and clean up expired files in between, deleting ``checkpoint_files`` (the files
@@ -435,7 +449,7 @@ def write_last_checkpoint(
     final = _join(log_dir, LAST_CHECKPOINT_NAME)
     pause_at(pause_dir, "hint-read")
     current = _current_hint_version(fs, final)
-    if current is not None and current > version:
+    if current is not None and current > version and _has_checkpoint_file(fs, log_dir, current):
         return False
     pause_at(pause_dir, "hint-replace")
     _write_via_rename(fs, log_dir, final, text.encode("utf-8"))

@@ -648,6 +648,24 @@ def test_checkpoint_of_an_older_version_keeps_newer_hint(spark: Any, tmp_path: P
     assert delta_rs_files(root, 1)[0] == 1
 
 
+def test_a_hint_naming_a_missing_newer_checkpoint_is_replaced(spark: Any, tmp_path: Path) -> None:
+    """A ``_last_checkpoint`` beyond the table (left by a table recreated at the same path)
+    names no file: delta-rs fails on it, so our checkpoint's hint replaces it."""
+    root = tmp_path / "t"
+    random_delta_rs_table(root, 7)
+    hint = root / "_delta_log" / "_last_checkpoint"
+    hint.write_text('{"version":40,"size":12}')
+    table = DeltaTable.for_path(spark, str(root))
+    latest = table.latest_version()
+    with pytest.raises(deltalake.exceptions.DeltaError, match="_last_checkpoint hint"):
+        deltalake.DeltaTable(str(root))
+    result = table.create_checkpoint()
+    assert result.last_checkpoint is not None
+    assert parse_last_checkpoint(_hint_text(root) or "").version == latest
+    version, paths = delta_rs_files(root)
+    assert (version, len(paths)) == (latest, len(state_of(spark, root)["adds"]))
+
+
 DAY_S = 86_400
 
 

@@ -286,6 +286,32 @@ def test_checkpoint_whose_footer_lost_a_path_field_is_read_around(
     assert _live_files(DeltaTable.for_path(spark, str(table)).snapshot()) == expected
 
 
+@pytest.mark.parametrize("extra_name", ["other.writer field", "`quoted`", "ext\ufffdnded"])
+def test_a_checkpoint_action_field_of_any_name_is_read_past(
+    spark: Any, tmp_path: Path, extra_name: str
+) -> None:
+    """A field of an action struct that Delta does not define (another writer's, or a name a
+    flipped footer byte made) is dropped whatever its name holds: Spark parses the names given
+    to ``dropFields`` as dotted paths, and read unquoted such a name was a raw
+    ``PARSE_SYNTAX_ERROR``."""
+    source = CONFORMANCE / "golden" / "checkpoint" / "delta"
+    expected = _live_files(DeltaTable.for_path(spark, str(source)).snapshot())
+    table = tmp_path / "table"
+    shutil.copytree(source, table)
+    checkpoint = next((table / "_delta_log").glob("*.checkpoint.parquet"))
+    actions = pq.read_table(checkpoint)
+    add = actions.column("add").combine_chunks()
+    extra = pa.array(["x"] * len(add), pa.string())
+    widened = pa.StructArray.from_arrays(
+        [*add.flatten(), extra],
+        [*(field.name for field in add.type), extra_name],
+        mask=add.is_null(),
+    )
+    index = actions.schema.get_field_index("add")
+    pq.write_table(actions.set_column(index, "add", widened), checkpoint)
+    assert _live_files(DeltaTable.for_path(spark, str(table)).snapshot()) == expected
+
+
 #: What a session (or a server's defaults) may set to have Spark's file sources skip files
 #: they cannot read, or that vanished after they were listed.
 SKIPPING_FILES = {
