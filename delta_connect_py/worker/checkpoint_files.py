@@ -453,6 +453,7 @@ def write_last_checkpoint(
         return False
     pause_at(pause_dir, "hint-replace")
     _write_via_rename(fs, log_dir, final, text.encode("utf-8"))
+    _delete_hadoop_checksum(fs, final)
     if all(_exists(fs, path) for path in checkpoint_files):
         return True
     with contextlib.suppress(FileNotFoundError):
@@ -747,8 +748,23 @@ def _garbage_sidecars(fs: pa.fs.FileSystem, log_dir: str, request: DeleteRequest
 
 
 def _delete(fs: pa.fs.FileSystem, uri: str) -> None:
+    """Delete a log file, and its Hadoop checksum file."""
+    path = path_in_store(uri)
     with contextlib.suppress(FileNotFoundError):
-        fs.delete_file(path_in_store(uri))
+        fs.delete_file(path)
+    _delete_hadoop_checksum(fs, path)
+
+
+def _delete_hadoop_checksum(fs: pa.fs.FileSystem, path: str) -> None:
+    """Delete the hidden ``.<name>.crc`` that Hadoop's local file system writes beside each
+    file, when ``path`` is deleted or replaced: delta-spark's deletes take it too, and a stale
+    one no longer matches a replaced file. Only a local disk has them."""
+    from pyarrow.fs import LocalFileSystem
+
+    if isinstance(fs, LocalFileSystem):
+        directory, _, name = path.rpartition("/")
+        with contextlib.suppress(FileNotFoundError):
+            fs.delete_file(f"{directory}/.{name}.crc")
 
 
 def delete_log_files(

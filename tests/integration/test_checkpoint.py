@@ -703,6 +703,25 @@ def test_cleanup_dry_run_and_real(spark: Any, tmp_path: Path) -> None:
     assert table.cleanup_metadata() == []  # nothing more expired
 
 
+def test_cleanup_takes_the_hadoop_checksum_files_of_what_it_deletes(
+    spark: Any, conformance_table: Any
+) -> None:
+    """delta-spark on a local disk writes a hidden ``.<name>.crc`` beside each log file, and
+    its cleanup deletes both; ours too, and leaves the others. A replaced ``_last_checkpoint``
+    loses its stale one."""
+    root = conformance_table("golden/basic-with-inserts-deletes-checkpoint/delta")
+    log = root / "_delta_log"
+    age_log_files(log)
+    table = DeltaTable.for_path(spark, str(root))
+    assert table.cleanup_metadata()
+    names = {path.name for path in log.iterdir()}
+    orphans = {n for n in names if n.endswith(".crc") and n[1 : -len(".crc")] not in names}
+    assert orphans == set()
+    assert {f".{name}.crc" for name in names if not name.startswith(".")} <= names
+    table.create_checkpoint()
+    assert "._last_checkpoint.crc" not in {path.name for path in log.iterdir()}
+
+
 @pytest.mark.cluster
 def test_cleanup_disabled_or_without_hint(spark: Any, tmp_path: Path) -> None:
     root = tmp_path / "t"
