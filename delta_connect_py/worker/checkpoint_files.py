@@ -165,14 +165,16 @@ class DeleteRequest:
 @dataclass(frozen=True)
 class _Part:
     """One part of the checkpoint: its staged file (None: not staged, because Spark wrote no
-    file for an empty partition or an earlier attempt moved it), its final path, whether a
-    file is at the final path already, and its counts."""
+    file for an empty partition or an earlier attempt moved it; or not to be moved, because a
+    file is at the final path already), its final path, whether a file is there already, its
+    counts, and whether that file is another writer's (there while our copy is staged)."""
 
     staged: pa.fs.FileInfo | None
     final: str
     in_place: bool
     rows: int
     adds: int
+    another_writers: bool = False
 
     @property
     def has_file(self) -> bool:
@@ -255,19 +257,47 @@ def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _P
     """
     if _exists(fs, final):
         try:
-            return _Part(None, final, True, *_count(fs, final))
+            counts = _count(fs, final)
+            split_otherwise = staged is not None and not _same_actions(fs, final, staged.path)
         except (OSError, pa.ArrowException) as error:
             raise _UnreadableFileInPlace(final, f"{type(error).__name__}: {error}") from error
+        return _Part(None, final, True, *counts, another_writers=split_otherwise)
     if staged is not None:
         return _Part(staged, final, False, *_count(fs, staged.path))
     return _Part(None, final, False, 0, 0)
 
 
+_ACTION_PATHS = ("add", "remove")
+
+
+def _action_keys(fs: pa.fs.FileSystem, path: str) -> list[tuple[Any, ...]] | None:
+    """Each row's (add path, remove path), sorted: which actions a part holds; None for a file
+    without both columns (not a part like ours)."""
+    schema = pq.read_schema(path, filesystem=fs)
+    for name in _ACTION_PATHS:
+        index = schema.get_field_index(name)
+        action = schema.field(index).type if index >= 0 else None
+        if not isinstance(action, pa.StructType) or action.get_field_index("path") < 0:
+            return None
+    columns = [f"{name}.path" for name in _ACTION_PATHS]
+    table = pq.read_table(path, columns=columns, filesystem=fs)
+    keys = zip(*(column.to_pylist() for column in table.columns), strict=True)
+    return sorted(keys, key=lambda key: tuple((value is None, value or "") for value in key))
+
+
+def _same_actions(fs: pa.fs.FileSystem, in_place: str, staged: str) -> bool:
+    """Whether the file at a part's name holds the actions of our staged copy (a concurrent
+    checkpoint of ours, split as ours is), not another split of the state."""
+    ours = _action_keys(fs, staged)
+    return ours is not None and _action_keys(fs, in_place) == ours
+
+
 def _stage(
     fs: pa.fs.FileSystem, staging: str, finals: list[str], request: PublishRequest
 ) -> list[_Part] | DeltaError:
-    """Every part, counted; or why nothing may be published (a refusal, as data): the add count
-    differs from the snapshot's, or a file is too large for one rename on this file system."""
+    """Every part, counted; or why nothing may be published (a refusal, as data): another
+    writer's incomplete set holds some of the parts, the add count differs from the
+    snapshot's, or a file is too large for one rename on this file system."""
     by_part = _staged_files(fs, staging, request.num_parts)
     try:
         parts = [_part(fs, by_part.get(index), final) for index, final in enumerate(finals)]
@@ -284,6 +314,9 @@ def _stage(
         )
     if not any(part.has_file for part in parts):
         raise RuntimeError(f"no staged checkpoint file in {staging}, and none published")
+    incomplete = _incomplete_set_of_another_writer(request, parts)
+    if incomplete is not None:
+        return incomplete
     adds = sum(part.adds for part in parts)
     if request.expected_adds is not None and adds != request.expected_adds:
         return CheckpointSnapshotMismatchError(
@@ -526,6 +559,31 @@ def _publish_classic(
     finals = tuple(part.final for part in parts)
     written = write_last_checkpoint(fs, log_dir, text, request.version, request.pause_dir, finals)
     return _Published(uris, rows, adds, sizes, text if written else None)
+
+
+def _incomplete_set_of_another_writer(
+    request: PublishRequest, parts: list[_Part]
+) -> CheckpointUnsupportedError | None:
+    """A refusal when some parts of a multi-part set are another writer's, split otherwise than
+    ours, and the others would be ours: our parts beside its parts could leave an action out
+    or hold one twice. (A part an earlier attempt of this task moved has no staged copy left;
+    one a concurrent checkpoint of ours published holds our copy's actions.)"""
+    if len(parts) < 2:
+        return None
+    foreign = [part.final for part in parts if part.another_writers]
+    if not foreign or all(part.in_place for part in parts):
+        return None
+    names = ", ".join(path.rsplit("/", 1)[-1] for path in foreign)
+    return CheckpointUnsupportedError(
+        path=request.table_root,
+        reason=(
+            f"another writer's incomplete multi-part checkpoint of version {request.version} "
+            f"is in the log ({len(foreign)} of its {len(parts)} parts: {names}); its parts are "
+            "never replaced, and ours need not split the actions as it did, so nothing was "
+            "written. Readers ignore the incomplete set: write a single-file checkpoint "
+            "(part_size=None), or one of another version or part count"
+        ),
+    )
 
 
 def _publish_sidecars(

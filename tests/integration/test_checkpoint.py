@@ -31,6 +31,7 @@ from delta_connect_py import snapshot as snapshot_module
 from delta_connect_py.errors import (
     CheckpointNonExistTableError,
     CheckpointSnapshotMismatchError,
+    CheckpointUnsupportedError,
     DeltaError,
     MissingDeltaTableError,
     UnsupportedFeaturesForReadError,
@@ -664,6 +665,48 @@ def test_a_hint_naming_a_missing_newer_checkpoint_is_replaced(spark: Any, tmp_pa
     assert parse_last_checkpoint(_hint_text(root) or "").version == latest
     version, paths = delta_rs_files(root)
     assert (version, len(paths)) == (latest, len(state_of(spark, root)["adds"]))
+
+
+def test_another_writers_incomplete_multi_part_checkpoint_is_never_completed(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Parts of another writer's unfinished multi-part checkpoint at the names ours would take:
+    its split of the actions need not be ours, so completing its set with our parts could lose
+    an action or hold one twice. Nothing is written; readers ignore the incomplete set. Our
+    own unfinished set is completed."""
+    root = tmp_path / "t"
+    for i in range(8):
+        deltalake.write_deltalake(str(root), pa.table({"id": [i]}), mode="append")
+    table = DeltaTable.for_path(spark, str(root))
+    expected = delta_rs_files(root)
+    written = table.create_checkpoint(part_size=2)
+    count = written.parts
+    assert count >= 3
+    log = root / "_delta_log"
+    names = [multipart_checkpoint_name(written.version, i + 1, count) for i in range(count)]
+    # Our own incomplete set (a checkpoint of ours that died publishing) is split as ours is:
+    # completed, the parts there kept.
+    (log / names[-1]).unlink()
+    kept = {name: (log / name).read_bytes() for name in names[:-1]}
+    assert table.create_checkpoint(part_size=2).last_checkpoint is not None
+    assert {name: (log / name).read_bytes() for name in names[:-1]} == kept
+    assert delta_rs_files(root) == expected
+    parts = [pq.read_table(log / name) for name in names]
+    # Another writer's split, its last part not yet written: a part holds one of that part's
+    # adds instead of one of its own (the same add count: the count check cannot tell).
+    with_add = [i for i, part in enumerate(parts) if part.column("add").null_count < len(part)]
+    changed, missing = parts[with_add[0]], parts[with_add[-1]]
+    own = changed.column("add").is_valid().to_pylist().index(True)
+    moved = missing.column("add").is_valid().to_pylist().index(True)
+    others = [changed.slice(0, own), changed.slice(own + 1), missing.slice(moved, 1)]
+    pq.write_table(pa.concat_tables(others), log / names[with_add[0]])
+    (log / names[with_add[-1]]).unlink()
+    (log / "_last_checkpoint").unlink()
+    before = log_names(root)
+    with pytest.raises(CheckpointUnsupportedError, match="incomplete multi-part checkpoint"):
+        table.create_checkpoint(part_size=2)
+    assert log_names(root) == before
+    assert delta_rs_files(root) == expected
 
 
 DAY_S = 86_400
