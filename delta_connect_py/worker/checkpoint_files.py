@@ -32,7 +32,9 @@ later publish or ``cleanup_metadata`` once stale (created a day ago, by the time
 ``protocol.staging``). No file already under a final name is replaced (another writer's
 checkpoint of the same version is kept, as delta-spark keeps it); checkpoint content is
 deterministic per (version, layout), so a repeated publish of the same classic or multi-part
-checkpoint finds its own parts in place and leaves a valid table.
+checkpoint finds its own parts in place and leaves a valid table. A multi-part set is never
+completed with parts of another split: a part in place that does not hold our copy's actions
+makes the publish a refusal.
 """
 
 from __future__ import annotations
