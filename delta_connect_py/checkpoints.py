@@ -686,6 +686,7 @@ def write_compat_checkpoint(table: TableLog, source: CheckpointChoice) -> str:
         checkpoint_schema=None,
         write_hint=False,
         now_ms=now_ms(),
+        sweep_stale_staging=False,
         storage_options=table.storage_options,
     )
     return str(_publish(table.spark, request)[0]["path"])

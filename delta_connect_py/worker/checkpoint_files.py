@@ -130,6 +130,9 @@ class PublishRequest:
     non_file_actions: tuple[str, ...] = ()
     #: The client's clock (ms): stale staging folders are judged against it.
     now_ms: int = 0
+    #: Remove stale staging folders after the publish (not for a cleanup's compatibility
+    #: copy: the cleanup sweeps them itself, and lists what it removed).
+    sweep_stale_staging: bool = True
     #: Write ``_last_checkpoint`` after the parts (not for a compatibility copy).
     write_hint: bool = True
     #: Test hook: fail once this many parts are in place (simulates a crash mid-publish that
@@ -672,9 +675,10 @@ def publish_checkpoint(
         yield from _refusal_row(text).to_batches()
         return
     _remove_dir(fs, staging)
-    # Best effort, after our own publish: folders left by writers that died long ago.
-    with contextlib.suppress(OSError):
-        _stale_staging(fs, log_dir, request.log_dir, request.now_ms - STALE_STAGING_MS, True)
+    if request.sweep_stale_staging:
+        # Best effort, after our own publish: folders left by writers that died long ago.
+        with contextlib.suppress(OSError):
+            _stale_staging(fs, log_dir, request.log_dir, request.now_ms - STALE_STAGING_MS, True)
     table = pa.table(
         {
             "path": published.uris,

@@ -276,6 +276,12 @@ def test_v2_policy_table_gets_uuid_named_checkpoint_with_sidecars(
     old = age_log_files(log)
     for path in (log / "_sidecars").iterdir():
         os.utime(path, (old, old))
+    # A dead writer's staging folder: swept and listed by the cleanup (not by the publish of
+    # its compatibility checkpoint, which runs first).
+    dead = log / f"{checkpoints.STAGING_PREFIX}dead"
+    (dead / "_temporary").mkdir(parents=True)
+    for path in (dead / "_temporary", dead):
+        os.utime(path, (old, old))
     hint = (log / "_last_checkpoint").read_text()
     table = DeltaTable.for_path(spark, str(root))
     to_delete = {path.rsplit("/", 1)[1] for path in table.cleanup_metadata(dry_run=True)}
@@ -288,7 +294,8 @@ def test_v2_policy_table_gets_uuid_named_checkpoint_with_sidecars(
         pq.read_table(compat).to_pylist(maps_as_pydicts="strict")
     ) == _canonical_actions(_json_actions(log / second_top))
     assert (log / "_last_checkpoint").read_text() == hint
-    assert top in deleted and stray.name in deleted
+    assert top in deleted and stray.name in deleted and dead.name in deleted
+    assert not dead.exists()
     assert {path.rsplit("/", 1)[1] for path in sidecars} <= deleted
     assert set(os.listdir(log / "_sidecars")) == kept
     assert kernel_rows(root) == rows_before
