@@ -74,6 +74,16 @@ subset=(
     tests/integration/test_session_settings.py
     tests/integration/test_footer_schemas.py
 )
+# What only the server decides (its session settings, its schema inference): run from the first
+# client line alone; every other client line runs the rest of the subset on the same server.
+server_only=(
+    tests/integration/test_session_settings.py
+    tests/integration/test_footer_schemas.py
+)
+client_subset=()
+for entry in "${subset[@]}"; do
+    [[ " ${server_only[*]} " == *" $entry "* ]] || client_subset+=("$entry")
+done
 
 phase() { echo "== $tag-ci: $* ($SECONDS s)"; }
 
@@ -133,16 +143,18 @@ phase "server ready after $((SECONDS - start)) s"
 # --- the tests ------------------------------------------------------------------------------
 
 status=0
+tests=("${subset[@]}")
 for client in "${clients[@]}"; do
     version="$("$client/bin/python" -c 'import pyspark; print(pyspark.__version__)')"
     phase "tests from pyspark client $version ($client)"
     basetemp="$(mktemp -d -t "delta-connect-$tag-tests.XXXXXX")"
     SPARK_REMOTE="sc://127.0.0.1:$port" PYTHONPATH="$root" \
         "$client/bin/pytest" -p no:cacheprovider --basetemp "$basetemp" --durations=25 \
-        -m "integration and not embedded and not delta_spark" "${subset[@]}" \
+        -m "integration and not embedded and not delta_spark" "${tests[@]}" \
         --deselect tests/integration/test_cdf.py::test_stream_batches_concatenate_to_load_cdf_and_resume_exactly \
         "$@" || status=1
     rm -rf "$basetemp"
+    tests=("${client_subset[@]}")
 done
 phase "done (status $status)"
 exit "$status"
