@@ -94,15 +94,20 @@ def _classify(name: str) -> tuple[LogFileKind, int, int | None, int | None, int 
     return None
 
 
+#: Delta's versions are Java longs: twenty digits beyond this name no version.
+MAX_VERSION = 2**63 - 1
+
+
 def parse_log_file(path: str, size: int, modification_time: int) -> LogFile | None:
     """Recognise a listed file; ``None`` when it is not a log file kind we read.
 
-    A multi-part name whose part number is outside ``1..num_parts`` is not a valid part and
-    yields ``None``.
+    A multi-part name whose part number is outside ``1..num_parts`` is not a valid part, and a
+    name whose version (or start version) is beyond :data:`MAX_VERSION` names no version: both
+    yield ``None``, as a name without twenty digits does.
     """
     name = base_name(path)
     classified = _classify(name)
-    if classified is None:
+    if classified is None or max(classified[1], classified[4] or 0) > MAX_VERSION:
         return None
     kind, version, part, num_parts, start_version = classified
     return LogFile(

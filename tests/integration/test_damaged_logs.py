@@ -394,6 +394,27 @@ def test_a_commit_name_without_twenty_digits_is_not_a_commit(
     assert not (log / f"{14:020d}.checkpoint.parquet").exists()
 
 
+@pytest.mark.parametrize("suffix", ["json", "crc", "checkpoint.parquet"])
+def test_a_log_name_beyond_the_largest_version_is_not_a_log_file(
+    spark: Any, conformance_table: Any, suffix: str
+) -> None:
+    """Twenty digits beyond a Java long name no version (delta-rs ignores such a file;
+    delta-spark fails with a raw ``NumberFormatException``): it is not read, listed or
+    checkpointed, where a worker's listing failed with a raw ``OverflowError``."""
+    name = "kernel/crc-full/delta"
+    path = conformance_table(name)
+    log = path / "_delta_log"
+    newest = max(log.glob("*.json"))
+    shutil.copy(newest, log / f"{10**20 - 1}.{suffix}")
+    table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
+    pristine = DeltaTable.for_path(spark, str(CONFORMANCE / name), snapshot_cache=False)
+    expected = pristine.snapshot()
+    assert table.latest_version() == expected.version
+    snapshot = table.snapshot()
+    assert (snapshot.version, snapshot.state) == (expected.version, expected.state)
+    assert table.history().count() == pristine.history().count()
+
+
 def test_a_partition_column_missing_from_the_schema_is_refused_for_rows_and_checkpoints(
     spark: Any, conformance_table: Any
 ) -> None:
