@@ -46,7 +46,8 @@ class MissingDeltaTableError(DeltaError):
         "{advice}"
     )
 
-    def __init__(self, *, path: object, log_path: object) -> None:
+    def __init__(self, *, path: object, log_path: object, advice: object = None) -> None:
+        # advice is derived; accepted so that a decoded error can be rebuilt
         super().__init__(path=path, log_path=log_path, advice=_missing_table_advice(str(path)))
 
 
@@ -74,9 +75,32 @@ class TruncatedTransactionLogError(DeltaError):
         "{path}: Unable to reconstruct state at version {version} as the transaction log has "
         "been truncated due to manual deletion or the log retention policy "
         "(delta.logRetentionDuration={log_retention}) and checkpoint retention policy "
-        "(delta.checkpointRetentionDuration={checkpoint_retention}). Load a version at or "
-        "after {earliest_version}."
+        "(delta.checkpointRetentionDuration={checkpoint_retention}). {advice}"
     )
+
+    def __init__(
+        self,
+        *,
+        path: object,
+        version: object,
+        log_retention: object,
+        checkpoint_retention: object,
+        earliest_version: object,
+        advice: object = None,  # derived; accepted so that a decoded error can be rebuilt
+    ) -> None:
+        advice = (
+            "No version can be rebuilt from the files left: restore the deleted log files."
+            if str(earliest_version) == "none"
+            else f"Load a version at or after {earliest_version}."
+        )
+        super().__init__(
+            path=path,
+            version=version,
+            log_retention=log_retention,
+            checkpoint_retention=checkpoint_retention,
+            earliest_version=earliest_version,
+            advice=advice,
+        )
 
 
 class MissingPartFilesError(DeltaError):
