@@ -250,7 +250,8 @@ def test_truncated() -> None:
     params = info.value.getMessageParameters()
     assert params["version"] == "5" and params["earliest_version"] == "none"
     assert params["log_retention"] == "unknown" and params["checkpoint_retention"] == "unknown"
-    assert "restore the deleted log files" in str(info.value) and "after none" not in str(info.value)
+    message = str(info.value)
+    assert "restore the deleted log files" in message and "after none" not in message
     with pytest.raises(TruncatedTransactionLogError) as info:
         build(listing(checkpoint_name(5), *commits(range(7, 9))))
     assert info.value.getMessageParameters()["earliest_version"] == "none"
