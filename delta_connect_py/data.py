@@ -56,7 +56,7 @@ from pyspark.sql.types import (
 
 from delta_connect_py import arguments
 from delta_connect_py.errors import FileReferencedNotFoundError, InvalidArgumentError
-from delta_connect_py.plans.deletion_vectors import deleted_rows, descriptor_row
+from delta_connect_py.plans.deletion_vectors import decoded_deleted_rows, descriptor_row
 from delta_connect_py.plans.spark import all_nullable, collect, escape_glob
 from delta_connect_py.protocol.deletion_vectors import (
     DeletionVectorDescriptor,
@@ -570,12 +570,8 @@ def _without_deleted_rows(
     ]
     if not rows:
         return data
-    deleted = deleted_rows(snapshot.spark, rows, root)
+    deleted = decoded_deleted_rows(snapshot.spark, rows, root)
     deleted = deleted.select(F.col("file_key").alias(FILE_KEY), F.col("row_index").alias(ROW_INDEX))
-    # Decode once now, so a missing or corrupt DV is raised here as a DeltaError rather than
-    # later, from the user's action, as a bare Spark error (not cached: the server would keep
-    # every read's rows; DVs are small, decoding them twice is cheap).
-    collect(deleted.select(F.count(F.lit(1))))
     return data.join(deleted, on=[FILE_KEY, ROW_INDEX], how="left_anti")
 
 

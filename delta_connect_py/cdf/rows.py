@@ -41,7 +41,7 @@ from delta_connect_py.data import (
     physical_name,
     with_data_files_found,
 )
-from delta_connect_py.plans.deletion_vectors import deleted_rows, descriptor_row
+from delta_connect_py.plans.deletion_vectors import decoded_deleted_rows, descriptor_row
 from delta_connect_py.plans.spark import escape_glob
 from delta_connect_py.protocol.actions import Metadata
 from delta_connect_py.protocol.cdf import (
@@ -199,7 +199,7 @@ def _dv_rows(
         descriptor_row(str(entry), DeletionVectorDescriptor.from_action(dv), table_root, data_file)
         for entry, dv, data_file in dvs
     ]
-    expanded = deleted_rows(spark, rows, table_root)
+    expanded = decoded_deleted_rows(spark, rows, table_root)
     return expanded.select(
         F.col("file_key").cast("long").alias(_ENTRY), F.col("row_index").alias(_ROW)
     )

@@ -22,6 +22,7 @@ import pyspark.sql.connect.functions as F
 
 from delta_connect_py.errors import DeletionVectorInvalidError, FileReferencedNotFoundError
 from delta_connect_py.plans.spark import (
+    collect,
     escape_glob,
     map_in_arrow,
     spark_schema,
@@ -62,6 +63,18 @@ def deleted_rows(
         named = descriptors.where(F.col(_LOCATION).isin(group))
         parts.append(_with_stored_bytes(spark, named, group, table_root))
     return map_in_arrow(union_all(parts), expand_deletion_vectors, spark_schema(DV_ROWS_SCHEMA))
+
+
+def decoded_deleted_rows(
+    spark: SparkSession, rows: Sequence[tuple[Any, ...]], table_root: str
+) -> DataFrame:
+    """``deleted_rows``, decoded once now: a missing or corrupt deletion vector is raised here
+    as a DeltaError, not later from the caller's action on a frame built on them as a bare
+    Spark error. Not cached (the server would keep every read's rows): deletion vectors are
+    small, and decoding them twice is cheap."""
+    deleted = deleted_rows(spark, rows, table_root)
+    collect(deleted.select(F.count(F.lit(1))))
+    return deleted
 
 
 def descriptor_row(

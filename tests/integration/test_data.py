@@ -595,6 +595,24 @@ def test_a_damaged_deletion_vector_file_is_invalid(spark: Any, conformance_table
     assert raised.value.getErrorClass() == "DELTA_DELETION_VECTOR_INVALID"
 
 
+@pytest.mark.worker_errors
+def test_a_damaged_deletion_vector_file_is_invalid_for_the_change_data_feed(
+    spark: Any, conformance_table: Any
+) -> None:
+    """The change data feed's rows of a file with a damaged deletion vector: the same
+    ``DELTA_DELETION_VECTOR_INVALID`` when the feed is asked for, not a raw Spark error from
+    the caller's ``collect()``."""
+    root = conformance_table("kernel/cdf-table-with-cdc-and-dvs/delta")
+    vectors = sorted(root.glob("deletion_vector_*.bin"))
+    assert vectors
+    for vector in vectors:
+        damaged = bytearray(vector.read_bytes())
+        damaged[21] ^= 0x50  # inside the bitmap: its checksum no longer matches
+        vector.write_bytes(bytes(damaged))
+    with pytest.raises(DeletionVectorInvalidError, match="deletion_vector_"):
+        DeltaTable.for_path(spark, str(root)).load_cdf(0)
+
+
 def test_type_widening_and_iso_timestamp_partitions(spark: Any, conformance_table: Any) -> None:
     widened = DeltaTable.for_path(spark, str(conformance_table("golden/type-widening/delta")))
     df = widened.snapshot().to_df()
