@@ -45,6 +45,7 @@ from delta_connect_py.plans.spark import (
     strict_reader,
     struct_fields,
     task_numbers,
+    type_mismatch,
     union_all,
     with_known_schema,
 )
@@ -471,22 +472,42 @@ def read_checkpoint_files(
     return read_parquet(spark, escaped, identity, footer_schema)
 
 
-def _check_file_paths_in_schema(schema: StructType, paths: Sequence[str]) -> None:
+#: The actions a checkpoint (or sidecar) column may hold, with the types their fields must
+#: be of a kind with (``commitInfo`` is free-form, and not in checkpoints).
+CHECKPOINT_ACTION_TYPES = {
+    field.name: field.dataType
+    for field in COMMIT_SPARK_SCHEMA.fields
+    if field.name not in ("commitInfo", "cdc")
+}
+
+
+def _check_action_columns_in_schema(schema: StructType, paths: Sequence[str]) -> None:
     """``DELTA_CORRUPT_LOG_FILE`` when the footers' ``schema`` of checkpoint (or sidecar)
     ``paths`` has an ``add`` or ``remove`` column without a ``path`` field (a damaged footer
-    renamed it): every reader of the rows would fail on it with Spark's ``FIELD_NOT_FOUND``,
-    which the protocol-and-metadata read would not read around."""
+    renamed it), or an action column or field of another kind than the protocol's (a path
+    written as a number, an action as a string: ``plans.spark.type_mismatch``). Every reader
+    of the rows would fail on it with a raw Spark error, or read values cast into others,
+    where the protocol-and-metadata read would not read around it."""
     columns = struct_fields(schema)
     for action in PATHED_ACTIONS:
         fields = columns.get(action)
         if isinstance(fields, StructType) and "path" not in fields.fieldNames():
-            log_dir = paths[0].rsplit("/_delta_log/", 1)[0] + "/_delta_log"
-            raise CorruptLogFileError(
-                file=paths[0],
-                path=log_dir,
-                reason=f"its parquet schema's {action} column has no path field "
+            raise _corrupt_checkpoint_schema(
+                paths,
+                f"its parquet schema's {action} column has no path field "
                 f"(fields: {', '.join(fields.fieldNames())[:200]})",
             )
+    for action, target in CHECKPOINT_ACTION_TYPES.items():
+        if action in columns:
+            mismatch = type_mismatch(columns[action], target, action)
+            if mismatch is not None:
+                raise _corrupt_checkpoint_schema(paths, f"in its parquet schema, {mismatch}")
+
+
+def _corrupt_checkpoint_schema(paths: Sequence[str], reason: str) -> CorruptLogFileError:
+    log_dir = paths[0].rsplit("/_delta_log/", 1)[0] + "/_delta_log"
+    which = "" if len(paths) == 1 else f" (the schema merged from {len(paths)} files)"
+    return CorruptLogFileError(file=paths[0], path=log_dir, reason=reason + which)
 
 
 #: How many JSON checkpoints ``_check_json_checkpoint_lines`` remembers as checked.
@@ -548,7 +569,7 @@ def read_parquet(
         with raising_delta_errors(spark), _unreadable_footers_reported(paths):
             schema = strict_reader(spark).option("mergeSchema", "true").parquet(*paths).schema
     if key not in _footer_schemas:
-        _check_file_paths_in_schema(schema, paths)
+        _check_action_columns_in_schema(schema, paths)
         _remember(_footer_schemas, key, schema, MAX_FOOTER_SCHEMAS)
     # The read's schema is the one stated (Spark's parquet source shows every field nullable,
     # as the footers' schema is here): the client need not ask for it.

@@ -27,9 +27,13 @@ from pyspark.sql.connect.observation import Observation
 from pyspark.sql.pandas.types import from_arrow_schema, from_arrow_type
 from pyspark.sql.types import (
     ArrayType,
+    BinaryType,
+    BooleanType,
     DataType,
     LongType,
     MapType,
+    NumericType,
+    StringType,
     StructField,
     StructType,
 )
@@ -404,6 +408,50 @@ def _conform_struct(column: Column, actual: StructType, target: StructType) -> C
         name = field_name_literal(field.name)
         result = result.withField(name, _conformed_field(column, present, field))
     return result
+
+
+def type_mismatch(actual: DataType, target: DataType, name: str) -> str | None:
+    """Where a column of type ``actual`` cannot stand for ``target`` (``conform`` would cast
+    it, or fail): a struct, map or array that is not one, or a string, number or boolean of
+    another kind, as ``"add.path is bigint, not string"``; None when every field both have is
+    of a kind ``conform`` reads (fields only one has are dropped or null)."""
+    if isinstance(target, StructType):
+        if not isinstance(actual, StructType):
+            return _mismatch(name, actual, target)
+        present = struct_fields(actual)
+        for field in target.fields:
+            if field.name in present:
+                found = type_mismatch(present[field.name], field.dataType, f"{name}.{field.name}")
+                if found is not None:
+                    return found
+        return None
+    if isinstance(target, MapType):
+        if not isinstance(actual, MapType):
+            return _mismatch(name, actual, target)
+        return type_mismatch(actual.keyType, target.keyType, f"{name}.key") or type_mismatch(
+            actual.valueType, target.valueType, f"{name}.value"
+        )
+    if isinstance(target, ArrayType):
+        if not isinstance(actual, ArrayType):
+            return _mismatch(name, actual, target)
+        return type_mismatch(actual.elementType, target.elementType, f"{name}.element")
+    return None if _same_kind(actual, target) else _mismatch(name, actual, target)
+
+
+def _same_kind(actual: DataType, target: DataType) -> bool:
+    """Numbers read as numbers, strings as strings (parquet without the UTF-8 annotation reads
+    as binary), booleans as booleans; other types only as themselves."""
+    if isinstance(target, NumericType):
+        return isinstance(actual, NumericType)
+    if isinstance(target, StringType):
+        return isinstance(actual, (StringType, BinaryType))
+    if isinstance(target, BooleanType):
+        return isinstance(actual, BooleanType)
+    return type(actual) is type(target)
+
+
+def _mismatch(name: str, actual: DataType, target: DataType) -> str:
+    return f"{name} is {actual.simpleString()[:80]}, not {target.simpleString()[:80]}"
 
 
 def field_name_literal(name: str) -> str:

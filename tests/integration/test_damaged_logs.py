@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -310,6 +311,59 @@ def test_a_checkpoint_action_field_of_any_name_is_read_past(
     index = actions.schema.get_field_index("add")
     pq.write_table(actions.set_column(index, "add", widened), checkpoint)
     assert _live_files(DeltaTable.for_path(spark, str(table)).snapshot()) == expected
+
+
+def _with_field_as(actions: pa.Table, column: str, field: str | None, value: Any) -> pa.Table:
+    """``actions`` with ``column`` (or its ``field``) turned into ``value`` where not null, of
+    ``value``'s own type: a column written as another type by a broken writer."""
+    struct = actions.column(column).combine_chunks()
+    typed = pa.scalar(value).type
+    if field is None:
+        replaced = pa.array([value if ok else None for ok in struct.is_valid().to_pylist()], typed)
+    else:
+        names = [child.name for child in struct.type]
+        children = [struct.field(i) for i in range(len(names))]
+        index = names.index(field)
+        old = children[index]
+        children[index] = pa.array([None if v is None else value for v in old.to_pylist()], typed)
+        replaced = pa.StructArray.from_arrays(children, names, mask=struct.is_null())
+    changed = actions.set_column(actions.schema.get_field_index(column), column, replaced)
+    # Without the schema Spark's writer kept in the footer, which Spark would trust over the
+    # parquet types: as a writer other than Spark leaves it.
+    return changed.replace_schema_metadata(None)
+
+
+MISTYPED_CHECKPOINT_COLUMNS = {
+    "add_not_a_struct": ("add", None, "x", "add is string, not struct"),
+    "path_a_number": ("add", "path", 7, "add.path is bigint, not string"),
+    "size_a_string": ("add", "size", "12", "add.size is string, not bigint"),
+    "partition_values_a_string": ("add", "partitionValues", "{}", "add.partitionValues is"),
+    "remove_not_a_struct": ("remove", None, "x", "remove is string, not struct"),
+    "partition_columns_a_string": ("metaData", "partitionColumns", "[]", "metaData.partition"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(MISTYPED_CHECKPOINT_COLUMNS))
+def test_a_checkpoint_column_of_another_type_is_read_around_or_refused(
+    spark: Any, tmp_path: Path, kind: str
+) -> None:
+    """A checkpoint column (or field) of another kind than the protocol's is a corrupt file,
+    never cast into other values (a number as a path: a wrong state) nor a raw Spark error:
+    read around with the commits before it (delta-spark's rule for an unreadable checkpoint),
+    else ``DELTA_CORRUPT_LOG_FILE`` naming the checkpoint and the column."""
+    column, field, value, said = MISTYPED_CHECKPOINT_COLUMNS[kind]
+    source = CONFORMANCE / "golden" / "checkpoint" / "delta"
+    expected = _live_files(DeltaTable.for_path(spark, str(source)).snapshot())
+    table = tmp_path / "table"
+    shutil.copytree(source, table)
+    checkpoint = table / "_delta_log" / f"{10:020d}.checkpoint.parquet"
+    pq.write_table(_with_field_as(pq.read_table(checkpoint), column, field, value), checkpoint)
+    assert _live_files(DeltaTable.for_path(spark, str(table)).snapshot()) == expected
+    for version in range(10):
+        (table / "_delta_log" / f"{version:020d}.json").unlink()
+    with pytest.raises(CorruptLogFileError, match=re.escape(said)) as refused:
+        _live_files(DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot())
+    assert checkpoint.name in str(refused.value)
 
 
 #: What a session (or a server's defaults) may set to have Spark's file sources skip files
