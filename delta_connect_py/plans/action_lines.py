@@ -152,6 +152,8 @@ _RAISED = re.compile(
     + re.escape(SEPARATOR),
     re.DOTALL,
 )
+#: A column reference as Spark prints a plan's expressions (``_file#795878``).
+_EXPRESSION_TEXT = re.compile(r"#\d+")
 _COMMIT_VERSION = re.compile(r"(\d+)(?:\.\d+)?(?:\.compacted)?\.json$")
 #: A V2 checkpoint in JSON form, ``<version>.checkpoint.<uuid>.json``.
 _CHECKPOINT_VERSION = re.compile(r"^(\d+)\.checkpoint\.[^/]*\.json$")
@@ -164,6 +166,8 @@ def corrupt_line_error(text: str) -> CorruptLogFileError | None:
     if found is None:
         return None
     file, reason, line = found.groups()
+    if _EXPRESSION_TEXT.search(file):
+        return None  # the message's expression, printed by another failure of the plan
     name = file.rpartition("/_delta_log/")[2]
     version = _CHECKPOINT_VERSION.search(name) or _COMMIT_VERSION.search(name)
     return corrupt_line(file, int(version.group(1)) if version else None, reason, line)

@@ -171,3 +171,14 @@ def test_a_line_not_utf8_fails_the_task_as_the_spark_check_would_name_it(
         )
     )
     assert spark_side is not None and str(spark_side) == str(error)
+
+
+def test_the_check_expression_printed_by_another_failure_is_no_corrupt_line() -> None:
+    """An analysis failure of a plan holding the check prints its expression, marker and
+    separators included: that names no file and is not the check's failure."""
+    printed = (
+        "[DATATYPE_MISMATCH] concat(DELTA_CONNECT_INVALID_ACTION_LINE \u241e , _file#795878, "
+        " \u241e , CASE WHEN isnotnull(_line_problem#12) THEN _line_problem#12 END,  \u241e , "
+        "substring(value#3, 1, 200),  \u241e )"
+    )
+    assert corrupt_line_error(printed) is None
