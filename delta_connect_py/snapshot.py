@@ -36,6 +36,7 @@ from delta_connect_py.plans.loading import (
     STATE_SPARK_SCHEMA,
     load_actions,
     malformed_commits_reported,
+    parquet_damage_reported,
 )
 from delta_connect_py.plans.protocol_metadata import (
     ProtocolAndMetadata,
@@ -225,7 +226,8 @@ class Snapshot:
         reported = malformed_commits_reported(
             self.spark, segment.commits, self.table.table_root, STATE_SPARK_SCHEMA
         )
-        with reported:
+        checkpoint_files = () if segment.checkpoint is None else segment.checkpoint.files
+        with reported, parquet_damage_reported(checkpoint_files):
             loaded = load_actions(self.spark, segment, self.table.log_dir)
             return reconstruct(loaded, self.replay_config(), self.snapshot_partitions)
 

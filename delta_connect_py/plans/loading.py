@@ -604,6 +604,43 @@ def _unreadable_footers_reported(paths: Sequence[str]) -> Iterator[None]:
         raise caused_by(corrupt, exc) from None
 
 
+#: A frame of Spark's parquet reader in a failure's text (the task's stack trace, which a
+#: stage failure's message carries).
+_PARQUET_READER_FRAME = re.compile(
+    r"\bat org\.apache\.(?:parquet\.|spark\.sql\.execution\.datasources\.parquet\.)"
+)
+#: The exception a failed task threw, as a stage failure's message names it.
+_THROWN = re.compile(r"\): ((?:[\w$]+\.)+[\w$]*(?:Exception|Error)\b[^\n]*)")
+#: Failures that are not the file's damage even inside the parquet reader.
+_NOT_DAMAGE = re.compile(r"OutOfMemory|TaskKilled|cancel", re.IGNORECASE)
+
+
+@contextmanager
+def parquet_damage_reported(files: Sequence[LogFile]) -> Iterator[None]:
+    """A failure inside Spark's parquet reader that Spark names no file for (a damaged
+    dictionary page: ``newLimit > capacity``), in jobs that read nothing but the log while its
+    parquet ``files`` (a checkpoint) are read, as ``DELTA_CORRUPT_LOG_FILE`` naming the first
+    of them; the caller may read around it as around any unreadable checkpoint."""
+    try:
+        yield
+    except CorruptLogFileError:
+        raise
+    except Exception as exc:
+        text = str(exc)
+        if not files or _NOT_DAMAGE.search(text):
+            raise
+        found = _PARQUET_READER_FRAME.search(text)
+        if found is None or translate_server_error(exc) is not exc:
+            raise
+        thrown = _THROWN.search(text)
+        what = thrown.group(1) if thrown else text.strip().split("\n", 1)[0]
+        log_dir = files[0].path.rsplit("/", 1)[0]
+        which = "it" if len(files) == 1 else f"it or another of its {len(files)} files"
+        reason = f"Spark's parquet reader failed on {which} ({what[:300]})"
+        corrupt = CorruptLogFileError(file=files[0].path, path=log_dir, reason=reason)
+        raise caused_by(corrupt, exc) from None
+
+
 def _line_at(text: str, found: re.Match[str]) -> str:
     """The line of ``text`` holding ``found``, at most 200 characters."""
     start = text.rfind("\n", 0, found.start()) + 1

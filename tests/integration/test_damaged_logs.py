@@ -366,6 +366,25 @@ def test_a_checkpoint_column_of_another_type_is_read_around_or_refused(
     assert checkpoint.name in str(refused.value)
 
 
+def test_checkpoint_page_damage_spark_names_no_file_for_is_a_corrupt_checkpoint(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A byte of a dictionary page that makes Spark's parquet reader fail without naming the
+    file (``IllegalArgumentException: newLimit > capacity``; delta-spark 4.3.1 gives that raw
+    error too) is ``DELTA_CORRUPT_LOG_FILE`` naming the checkpoint."""
+    table = tmp_path / "table"
+    shutil.copytree(CONFORMANCE / "delta-rs" / "delta-1.2.1-only-struct-stats" / "delta", table)
+    checkpoint = table / "_delta_log" / f"{10:020d}.checkpoint.parquet"
+    damaged = bytearray(checkpoint.read_bytes())
+    assert damaged[2410] == 0x00
+    damaged[2410] = 0x08  # add.stats_parsed.maxValues.struct.struct_element's dictionary
+    checkpoint.write_bytes(bytes(damaged))
+    snapshot = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot()
+    with pytest.raises(CorruptLogFileError, match="parquet reader failed") as refused:
+        _live_files(snapshot)
+    assert checkpoint.name in str(refused.value) and "newLimit" in str(refused.value)
+
+
 #: What a session (or a server's defaults) may set to have Spark's file sources skip files
 #: they cannot read, or that vanished after they were listed.
 SKIPPING_FILES = {
