@@ -78,29 +78,17 @@ class TruncatedTransactionLogError(DeltaError):
         "(delta.checkpointRetentionDuration={checkpoint_retention}). {advice}"
     )
 
-    def __init__(
-        self,
-        *,
-        path: object,
-        version: object,
-        log_retention: object,
-        checkpoint_retention: object,
-        earliest_version: object,
-        advice: object = None,  # derived; accepted so that a decoded error can be rebuilt
-    ) -> None:
-        advice = (
+    def __init__(self, **parameters: object) -> None:
+        """``path``, ``version``, ``log_retention``, ``checkpoint_retention`` and
+        ``earliest_version`` (``"none"``: no version can be rebuilt); ``advice`` is derived
+        from it (a decoded error's is replaced)."""
+        earliest = str(parameters["earliest_version"])
+        parameters["advice"] = (
             "No version can be rebuilt from the files left: restore the deleted log files."
-            if str(earliest_version) == "none"
-            else f"Load a version at or after {earliest_version}."
+            if earliest == "none"
+            else f"Load a version at or after {earliest}."
         )
-        super().__init__(
-            path=path,
-            version=version,
-            log_retention=log_retention,
-            checkpoint_retention=checkpoint_retention,
-            earliest_version=earliest_version,
-            advice=advice,
-        )
+        super().__init__(**parameters)
 
 
 class MissingPartFilesError(DeltaError):
