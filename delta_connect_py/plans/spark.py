@@ -32,6 +32,7 @@ from pyspark.sql.types import (
     DataType,
     LongType,
     MapType,
+    NullType,
     NumericType,
     StringType,
     StructField,
@@ -414,7 +415,10 @@ def type_mismatch(actual: DataType, target: DataType, name: str) -> str | None:
     """Where a column of type ``actual`` cannot stand for ``target`` (``conform`` would cast
     it, or fail): a struct, map or array that is not one, or a string, number or boolean of
     another kind, as ``"add.path is bigint, not string"``; None when every field both have is
-    of a kind ``conform`` reads (fields only one has are dropped or null)."""
+    of a kind ``conform`` reads (fields only one has are dropped or null; a column of the
+    null type, all nulls, stands for any)."""
+    if isinstance(actual, NullType):
+        return None
     if isinstance(target, StructType):
         if not isinstance(actual, StructType):
             return _mismatch(name, actual, target)

@@ -7,6 +7,7 @@ from pyspark.sql.types import (
     BinaryType,
     BooleanType,
     IntegerType,
+    NullType,
     LongType,
     MapType,
     StringType,
@@ -37,6 +38,9 @@ def test_the_protocols_types_and_readable_kinds_match() -> None:
     assert type_mismatch(ADD, ADD, "add") is None
     assert type_mismatch(_add_with("size", IntegerType()), ADD, "add") is None
     assert type_mismatch(_add_with("path", BinaryType()), ADD, "add") is None
+    # A writer may give a column of nulls the null type.
+    assert type_mismatch(NullType(), ADD, "add") is None
+    assert type_mismatch(_add_with("tags", NullType()), ADD, "add") is None
     # Fields only one side has are dropped or read as null.
     fewer = StructType([ADD["path"], StructField("extra", ArrayType(LongType()))])
     assert type_mismatch(fewer, ADD, "add") is None
