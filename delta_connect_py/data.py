@@ -55,7 +55,11 @@ from pyspark.sql.types import (
 )
 
 from delta_connect_py import arguments
-from delta_connect_py.errors import FileReferencedNotFoundError, InvalidArgumentError
+from delta_connect_py.errors import (
+    FailedCastPartitionValueError,
+    FileReferencedNotFoundError,
+    InvalidArgumentError,
+)
 from delta_connect_py.plans.deletion_vectors import decoded_deleted_rows, descriptor_row
 from delta_connect_py.plans.spark import all_nullable, collect, escape_glob
 from delta_connect_py.protocol.deletion_vectors import (
@@ -540,6 +544,13 @@ def _with_partition_values(
     fields = _partition_fields(snapshot)
     if not fields:
         return data
+    check_partition_values(
+        snapshot.spark,
+        fields,
+        [(f.path, f.partition_values) for f in files],
+        snapshot.table.table_root,
+        snapshot.version,
+    )
     names = [f"_dcp_p{i}" for i in range(len(fields))]
     schema = StructType(
         [StructField(FILE_KEY, StringType(), False)]
@@ -550,6 +561,57 @@ def _with_partition_values(
     ]
     partitions = snapshot.spark.createDataFrame(rows, schema=schema)
     return data.join(F.broadcast(partitions), on=FILE_KEY, how="inner")
+
+
+def check_partition_values(
+    spark: SparkSession,
+    fields: Sequence[StructField],
+    files: Sequence[tuple[str, Mapping[str, str | None]]],
+    table_root: str,
+    version: int,
+) -> None:
+    """``DELTA_FAILED_CAST_PARTITION_VALUE`` when a partition value of ``files`` (data file,
+    ``partitionValues``) cannot be read as its column's type (``fields``: the partition columns,
+    physical names), where the rows' read would fail on it with a bare Spark cast error. One
+    request over the distinct values that need a cast, as local rows (no job); none when every
+    partition column is a string."""
+    typed = [
+        (index, field, logical_type(field.dataType))
+        for index, field in enumerate(fields)
+        if not isinstance(logical_type(field.dataType), StringType)
+    ]
+    values = sorted(
+        {
+            (index, value)
+            for index, field, _ in typed
+            for _, partition in files
+            if (value := partition.get(physical_name(field))) not in (None, "")
+        }
+    )
+    if not values:
+        return
+    rows = spark.createDataFrame(values, schema="i int, v string")
+    failed = functools.reduce(
+        operator.or_,
+        [
+            (F.col("i") == index) & F.col("v").try_cast(target).isNull()
+            for index, _, target in typed
+        ],
+    )
+    found = collect(rows.where(failed).limit(1))
+    if not found:
+        return
+    index, value = found[0]["i"], found[0]["v"]
+    _, field, target = next(entry for entry in typed if entry[0] == index)
+    file = next(path for path, partition in files if partition.get(physical_name(field)) == value)
+    raise FailedCastPartitionValueError(
+        value=value,
+        data_type=target.simpleString(),
+        column=field.name,
+        file=file,
+        path=table_root,
+        version=version,
+    )
 
 
 def _partition_column(index: int, field: StructField) -> Column:

@@ -318,6 +318,16 @@ class StorageFullError(DeltaError):
     )
 
 
+class FailedCastPartitionValueError(DeltaError):
+    error_class = "DELTA_FAILED_CAST_PARTITION_VALUE"
+    template = (
+        "Failed to cast partition value `{value}` to {data_type}: the log of {path} gives it as "
+        "column {column} of the data file {file} (read at version {version}). The log holds a "
+        "value the column's type cannot take: restore the commit that added the file, or read a "
+        "version without it."
+    )
+
+
 class CheckpointUnsupportedError(DeltaError):
     error_class = "DELTA_CHECKPOINT_UNSUPPORTED"
     template = "Cannot write this checkpoint of {path}: {reason}"

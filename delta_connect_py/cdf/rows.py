@@ -33,6 +33,7 @@ from pyspark.sql.types import (
 )
 
 from delta_connect_py.data import (
+    check_partition_values,
     data_file_location,
     file_key,
     file_key_column,
@@ -264,9 +265,10 @@ def changes_frame(
     version = max(entry.version for entry in entries)
     require_columns(schema, table_root, version)
     partitions = metadata.partition_columns
-    partition_keys = [
-        physical_name(field) for field in partition_fields(schema, partitions, table_root, version)
-    ]
+    typed_partitions = partition_fields(schema, partitions, table_root, version)
+    partition_keys = [physical_name(field) for field in typed_partitions]
+    located = [(entry.location, entry.partition_values) for entry in entries]
+    check_partition_values(spark, typed_partitions, located, table_root, version)
     data_fields = [f for f in schema.fields if f.name not in set(partitions)]
     read_schema = _parquet_schema(spark, data_fields, metadata)
     locations = sorted({e.location for e in entries})

@@ -31,6 +31,7 @@ from delta_connect_py import DeltaTable
 from delta_connect_py.errors import (
     CorruptLogFileError,
     DeltaError,
+    FailedCastPartitionValueError,
     FileReferencedNotFoundError,
     PartitionColumnNotFoundError,
 )
@@ -383,6 +384,39 @@ def test_checkpoint_page_damage_spark_names_no_file_for_is_a_corrupt_checkpoint(
     with pytest.raises(CorruptLogFileError, match="parquet reader failed") as refused:
         _live_files(snapshot)
     assert checkpoint.name in str(refused.value) and "newLimit" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "data_type"), [("kernel/cdf-table", "date"), ("delta-rs/cdc_ict_table", "int")]
+)
+def test_a_partition_value_its_type_cannot_take_is_refused(
+    spark: Any, tmp_path: Path, name: str, data_type: str
+) -> None:
+    """An add whose partition value its column's type cannot take: the rows and the change
+    data feed are ``DELTA_FAILED_CAST_PARTITION_VALUE`` naming the value, column and file when
+    asked for, not Spark's cast error at the caller's ``collect()``; the state still reads."""
+    table = tmp_path / "table"
+    shutil.copytree(CONFORMANCE / name / "delta", table)
+    commit = next(
+        path
+        for path in sorted((table / "_delta_log").glob("*.json"))
+        if '"partitionValues":{"' in path.read_text().replace(" ", "")
+    )
+    lines = commit.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if line.startswith('{"add"'))
+    action = json.loads(lines[index])
+    column = next(iter(action["add"]["partitionValues"]))
+    action["add"]["partitionValues"][column] = "not-a-value"
+    lines[index] = json.dumps(action)
+    commit.write_text("\n".join(lines) + "\n")
+    dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
+    assert dt.snapshot().state.num_of_files > 0
+    said = f"`not-a-value` to {data_type}"
+    with pytest.raises(FailedCastPartitionValueError, match=said) as refused:
+        dt.snapshot(version=int(commit.stem)).to_df()  # the file may be removed later
+    assert action["add"]["path"] in str(refused.value)
+    with pytest.raises(FailedCastPartitionValueError, match=said):
+        dt.load_cdf(0)
 
 
 #: What a session (or a server's defaults) may set to have Spark's file sources skip files
