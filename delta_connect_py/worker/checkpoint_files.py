@@ -172,14 +172,15 @@ class _Part:
     """One part of the checkpoint: its staged file (None: not staged, because Spark wrote no
     file for an empty partition or an earlier attempt moved it; or not to be moved, because a
     file is at the final path already), its final path, whether a file is there already, its
-    counts, and whether that file is another writer's (there while our copy is staged)."""
+    counts, and our staged copy of a part whose final path holds a file already (None when
+    there is none: an earlier attempt of this task moved it)."""
 
     staged: pa.fs.FileInfo | None
     final: str
     in_place: bool
     rows: int
     adds: int
-    another_writers: bool = False
+    copy_beside: pa.fs.FileInfo | None = None
 
     @property
     def has_file(self) -> bool:
@@ -262,11 +263,9 @@ def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _P
     """
     if _exists(fs, final):
         try:
-            counts = _count(fs, final)
-            split_otherwise = staged is not None and not _same_actions(fs, final, staged.path)
+            return _Part(None, final, True, *_count(fs, final), copy_beside=staged)
         except (OSError, pa.ArrowException) as error:
             raise _UnreadableFileInPlace(final, f"{type(error).__name__}: {error}") from error
-        return _Part(None, final, True, *counts, another_writers=split_otherwise)
     if staged is not None:
         return _Part(staged, final, False, *_count(fs, staged.path))
     return _Part(None, final, False, 0, 0)
@@ -290,11 +289,17 @@ def _action_keys(fs: pa.fs.FileSystem, path: str) -> list[tuple[Any, ...]] | Non
     return sorted(keys, key=lambda key: tuple((value is None, value or "") for value in key))
 
 
-def _same_actions(fs: pa.fs.FileSystem, in_place: str, staged: str) -> bool:
+def _same_actions(fs: pa.fs.FileSystem, in_place: str, staged: pa.fs.FileInfo) -> bool:
     """Whether the file at a part's name holds the actions of our staged copy (a concurrent
-    checkpoint of ours, split as ours is), not another split of the state."""
-    ours = _action_keys(fs, staged)
-    return ours is not None and _action_keys(fs, in_place) == ours
+    checkpoint of ours, split as ours is), not another split of the state; a file in place
+    whose rows cannot be read is ``_UnreadableFileInPlace``."""
+    ours = _action_keys(fs, staged.path)
+    if ours is None:
+        return False
+    try:
+        return _action_keys(fs, in_place) == ours
+    except (OSError, pa.ArrowException) as error:
+        raise _UnreadableFileInPlace(in_place, f"{type(error).__name__}: {error}") from error
 
 
 def _stage(
@@ -306,6 +311,7 @@ def _stage(
     by_part = _staged_files(fs, staging, request.num_parts)
     try:
         parts = [_part(fs, by_part.get(index), final) for index, final in enumerate(finals)]
+        incomplete = _incomplete_set_of_another_writer(fs, request, parts)
     except _UnreadableFileInPlace as unreadable:
         return CorruptLogFileError(
             file=_join(request.log_dir, unreadable.path.rsplit("/", 1)[-1]),
@@ -319,7 +325,6 @@ def _stage(
         )
     if not any(part.has_file for part in parts):
         raise RuntimeError(f"no staged checkpoint file in {staging}, and none published")
-    incomplete = _incomplete_set_of_another_writer(request, parts)
     if incomplete is not None:
         return incomplete
     adds = sum(part.adds for part in parts)
@@ -567,16 +572,21 @@ def _publish_classic(
 
 
 def _incomplete_set_of_another_writer(
-    request: PublishRequest, parts: list[_Part]
+    fs: pa.fs.FileSystem, request: PublishRequest, parts: list[_Part]
 ) -> CheckpointUnsupportedError | None:
     """A refusal when some parts of a multi-part set are another writer's, split otherwise than
     ours, and the others would be ours: our parts beside its parts could leave an action out
     or hold one twice. (A part an earlier attempt of this task moved has no staged copy left;
-    one a concurrent checkpoint of ours published holds our copy's actions.)"""
-    if len(parts) < 2:
+    one a concurrent checkpoint of ours published holds our copy's actions.) The parts' actions
+    are read only for a set that would mix files in place with ours."""
+    if len(parts) < 2 or all(part.in_place for part in parts):
         return None
-    foreign = [part.final for part in parts if part.another_writers]
-    if not foreign or all(part.in_place for part in parts):
+    foreign = [
+        part.final
+        for part in parts
+        if part.copy_beside is not None and not _same_actions(fs, part.final, part.copy_beside)
+    ]
+    if not foreign:
         return None
     names = ", ".join(path.rsplit("/", 1)[-1] for path in foreign)
     return CheckpointUnsupportedError(
