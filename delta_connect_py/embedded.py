@@ -52,6 +52,10 @@ LAUNCH_CONF: dict[str, str] = {
     "spark.plugins": "org.apache.spark.sql.connect.SparkConnectPlugin",
     "spark.sql.artifact.isolation.enabled": "false",
     "spark.sql.artifact.isolation.alwaysApplyClassloader": "false",
+    # At Spark's default INFO the driver logged ~100 KB a second under the test suite (200 MB
+    # in half an hour), all in the server's scratch folder; warnings and errors are what a
+    # user of a local server reads. ``--conf spark.log.level=INFO`` brings the rest back.
+    "spark.log.level": "WARN",
 }
 
 #: Server settings that matter for delta_connect_py's plans (see docs: spark-connect-notes).
@@ -90,22 +94,28 @@ CLASS_PATH_FILE_ENV = "DELTA_CONNECT_CLASS_PATH_FILE"
 #: The watchdog, a separate small process: it waits on a pipe only the client holds open, and
 #: when the pipe closes (the client exited however it did: SIGKILL, a killed notebook kernel)
 #: it stops the server's process group, which would otherwise keep running with its memory and
-#: port. It leaves as soon as the server is gone, so it never signals a reused group id. A
-#: client that forks keeps the server until its children exit too.
+#: port, and removes the server's scratch folder. It leaves as soon as the server is gone, so
+#: it never signals a reused group id; a server gone while its client lives is the client's to
+#: report. A client that forks keeps the server until its children exit too.
 _WATCHDOG = """
-import os, select, signal, sys, time
-server_group = int(sys.argv[1])
+import os, select, shutil, signal, sys, time
+server_group, scratch = int(sys.argv[1]), sys.argv[2]
+client_gone = False
 try:
     while not select.select([sys.stdin], [], [], 1.0)[0]:
         os.killpg(server_group, 0)
+    client_gone = True
     os.killpg(server_group, signal.SIGTERM)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         os.killpg(server_group, 0)
         time.sleep(0.2)
     os.killpg(server_group, signal.SIGKILL)
+    time.sleep(1)
 except ProcessLookupError:
     pass
+if client_gone:
+    shutil.rmtree(scratch, ignore_errors=True)
 """
 MIN_JAVA_VERSION = 17
 
@@ -210,6 +220,19 @@ class EmbeddedServer:
     def remote(self) -> str:
         return f"sc://127.0.0.1:{self.port}"
 
+    @property
+    def scratch_dir(self) -> Path | None:
+        """The server's own temporary folder: its log, its class path file and Spark's local
+        directory (shuffle and spill files), all gone with the folder when the server stops."""
+        return None if self.log_path is None else self.log_path.parent
+
+    def _local_dir_conf(self) -> dict[str, str]:
+        # Spark's default local directory is the system's temporary folder, where a server
+        # killed before its shutdown hook leaves its block manager folders for good.
+        if self.scratch_dir is None:
+            return {}
+        return {"spark.local.dir": str(self.scratch_dir / "spark-local")}
+
     def command(self, spark_home: Path) -> list[str]:
         conf = {
             **SERVER_CONF,
@@ -219,6 +242,7 @@ class EmbeddedServer:
             "spark.driver.defaultJavaOptions": " ".join(
                 [fixed_heap_options(self.driver_memory), *filter(None, [self.class_archive_option])]
             ),
+            **self._local_dir_conf(),
             **self.extra_conf,
         }
         args = [str(spark_home / "bin" / "spark-submit")]
@@ -264,7 +288,7 @@ class EmbeddedServer:
                 start_new_session=True,
             )
         self.watchdog = subprocess.Popen(
-            [sys.executable, "-c", _WATCHDOG, str(self.process.pid)],
+            [sys.executable, "-c", _WATCHDOG, str(self.process.pid), str(log_dir)],
             stdin=subprocess.PIPE,
             start_new_session=True,
         )
@@ -287,10 +311,11 @@ class EmbeddedServer:
             if self._driver_ready() and _port_open(self.port):
                 return
             time.sleep(0.1)
+        tail = self.log_tail()  # before ``stop`` removes the log
         self.stop()
         raise EmbeddedServerError(
             message=f"The embedded Spark Connect server did not open port {self.port} within "
-            f"{START_TIMEOUT_SECONDS:.0f} s. Log tail:\n{self.log_tail()}"
+            f"{START_TIMEOUT_SECONDS:.0f} s. Log tail:\n{tail}"
         )
 
     def _driver_ready(self) -> bool:
@@ -318,13 +343,21 @@ class EmbeddedServer:
 
     def stop(self) -> None:
         """Stop the server; once it exited by itself, build the class archive from the classes
-        it recorded, if it did (in the background, see ``class_archive``)."""
+        it recorded, if it did (in the background, see ``class_archive``). The scratch folder
+        goes too, unless the server had already failed on its own: then its log stays for the
+        user to read."""
         watchdog, self.watchdog = self.watchdog, None
         if watchdog is not None:
             watchdog.kill()
             watchdog.wait(timeout=10)
         process, self.process = self.process, None
+        failed_on_its_own = process is not None and process.poll() not in (None, 0)
         exited = stop_process_group(process, grace_seconds=30)
+        self._build_class_archive(process, exited)
+        if process is not None and not failed_on_its_own and self.scratch_dir is not None:
+            shutil.rmtree(self.scratch_dir, ignore_errors=True)
+
+    def _build_class_archive(self, process: subprocess.Popen[bytes] | None, exited: bool) -> None:
         archive, self.class_archive = self.class_archive, None
         if archive is None or process is None:
             return

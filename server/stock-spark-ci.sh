@@ -157,4 +157,6 @@ for client in "${clients[@]}"; do
     tests=("${client_subset[@]}")
 done
 phase "done (status $status)"
+# The server logs at Spark's INFO here (tens of MB): kept only for a failure to be read.
+((status != 0)) || rm -f "$log"
 exit "$status"

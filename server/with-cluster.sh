@@ -12,7 +12,9 @@
 # ports). Checks that the server really runs on the cluster (spark.master is spark://, every
 # worker granted an executor), runs COMMAND with SPARK_REMOTE set, stops the server and the
 # cluster by PID on any exit, and exits with COMMAND's code. Logs: $DELTA_CONNECT_CLUSTER_DIR
-# (default a fresh temporary folder). Start-up waits at most $DELTA_CONNECT_START_TIMEOUT s each.
+# (default a fresh temporary folder, removed when COMMAND passed; the executors' copies of the
+# application's jars are removed either way). Start-up waits at most $DELTA_CONNECT_START_TIMEOUT
+# s each. The server logs at INFO here: the executors it was granted are read from its log.
 #
 # With DELTA_CONNECT_CLUSTER_SERVER=0 only the master and the workers start, and COMMAND runs
 # with DELTA_CONNECT_CLUSTER_MASTER (the master's URL) and DELTA_CONNECT_CLUSTER_WORKERS set:
@@ -27,7 +29,12 @@ worker_python="${DELTA_CONNECT_WORKER_PYTHON:-$root/.venv-worker/bin/python}"
 nworkers="${DELTA_CONNECT_CLUSTER_WORKERS:-2}"
 worker_memory="${DELTA_CONNECT_CLUSTER_WORKER_MEMORY:-1536m}"
 timeout="${DELTA_CONNECT_START_TIMEOUT:-300}"
-work="${DELTA_CONNECT_CLUSTER_DIR:-$(mktemp -d -t delta-connect-cluster.XXXXXX)}"
+work="${DELTA_CONNECT_CLUSTER_DIR:-}"
+made_work=""
+if [[ -z "$work" ]]; then
+    work="$(mktemp -d -t delta-connect-cluster.XXXXXX)"
+    made_work=1
+fi
 mkdir -p "$work/logs"
 
 spark_home="$("$server_python" -c 'from delta_connect_py.embedded import find_spark_home; print(find_spark_home())')"
@@ -51,7 +58,18 @@ stop_all() {
         kill -KILL "$pid" 2>/dev/null || true
     done
 }
-trap stop_all EXIT
+# shellcheck disable=SC2329  # invoked by the EXIT trap
+on_exit() {
+    local code=$?
+    stop_all
+    # Each executor fetched the application's jars into its folder (with the s3a jars, some
+    # 600 MB per worker): only the logs are worth keeping.
+    find "$work" -path '*/app-*' -name '*.jar' -delete 2>/dev/null || true
+    if [[ -n "$made_work" && $code == 0 ]]; then
+        rm -rf "$work"
+    fi
+}
+trap on_exit EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
@@ -118,6 +136,7 @@ DELTA_CONNECT_DRIVER_MEMORY="${DELTA_CONNECT_DRIVER_MEMORY:-2g}" \
     --conf "spark.cores.max=$nworkers" \
     --conf "spark.pyspark.python=$worker_python" \
     --conf "spark.executorEnv.PYSPARK_PYTHON=$worker_python" \
+    --conf spark.log.level=INFO \
     >"$work/logs/connect.log" 2>&1 &
 pids+=("$!")
 connect_pid="${pids[-1]}"

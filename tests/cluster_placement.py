@@ -44,6 +44,8 @@ def cluster_conf(worker_python: str) -> dict[str, str]:
         "spark.cores.max": str(cluster_workers()),
         "spark.pyspark.python": worker_python,
         "spark.executorEnv.PYSPARK_PYTHON": worker_python,
+        # The grants are INFO lines; the embedded server logs warnings only by default.
+        "spark.log.level": "INFO",
     }
 
 

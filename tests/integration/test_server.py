@@ -139,7 +139,12 @@ from delta_connect_py import connect, session
 
 spark = connect()
 server = session._embedded
-print(json.dumps({"version": spark.version, "remote": server.remote, "pid": server.process.pid}))
+print(json.dumps({
+    "version": spark.version,
+    "remote": server.remote,
+    "pid": server.process.pid,
+    "scratch": str(server.scratch_dir),
+}))
 spark.stop()
 server.stop()
 """
@@ -163,8 +168,10 @@ KILLED_CLIENT = """
 import json, sys, time
 from delta_connect_py import connect, session
 
-connect()
-print(json.dumps({"pid": session._embedded.process.pid}), flush=True)
+spark = connect()
+spark.range(10).repartition(2).collect()  # a shuffle: block manager files in Spark's local dir
+server = session._embedded
+print(json.dumps({"pid": server.process.pid, "scratch": str(server.scratch_dir)}), flush=True)
 time.sleep(600)
 """
 
@@ -180,7 +187,8 @@ def _embedded_env() -> dict[str, str]:
 
 @pytest.mark.embedded
 def test_embedded_server_stops_when_its_client_is_killed() -> None:
-    """A client killed outright (no exit handlers run) does not leave its server running."""
+    """A client killed outright (no exit handlers run) does not leave its server running, nor
+    its scratch folder (log and Spark's local directory) behind."""
     client = subprocess.Popen(
         [sys.executable, "-c", KILLED_CLIENT],
         env=_embedded_env(),
@@ -189,15 +197,18 @@ def test_embedded_server_stops_when_its_client_is_killed() -> None:
         text=True,
     )
     assert client.stdout is not None
-    server_pid = json.loads(client.stdout.readline())["pid"]
+    started = json.loads(client.stdout.readline())
+    server_pid, scratch = started["pid"], Path(started["scratch"])
     try:
         assert _alive(server_pid)
+        assert list((scratch / "spark-local").glob("blockmgr-*")), "Spark's local dir elsewhere"
         client.kill()
         client.wait(timeout=30)
         deadline = time.monotonic() + 60
-        while _alive(server_pid) and time.monotonic() < deadline:
+        while (_alive(server_pid) or scratch.exists()) and time.monotonic() < deadline:
             time.sleep(0.5)
         assert not _alive(server_pid), "the embedded server outlived its killed client"
+        assert not scratch.exists(), "the killed client's server left its scratch folder"
     finally:
         client.kill()
         if _alive(server_pid):
@@ -220,6 +231,7 @@ def test_connect_starts_the_embedded_server() -> None:
         assert probe["version"].startswith("4.1")
         assert probe["remote"].startswith("sc://127.0.0.1:")
         assert not _alive(probe["pid"]), "the embedded server outlived its stop()"
+        assert not Path(probe["scratch"]).exists(), "stop() left the server's scratch folder"
     finally:
         if _alive(probe["pid"]):
             os.killpg(probe["pid"], signal.SIGKILL)

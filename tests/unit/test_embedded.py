@@ -1,9 +1,11 @@
-"""The embedded server's preflight errors: thin client only, no or old Java."""
+"""The embedded server's preflight errors (thin client only, no or old Java), its command line
+and what its stop leaves on disk."""
 
 from __future__ import annotations
 
 import itertools
 import stat
+import subprocess
 from pathlib import Path
 
 import pyspark
@@ -87,3 +89,35 @@ def test_the_launcher_waits_for_the_line_its_driver_program_prints() -> None:
 def test_the_driver_program_writes_its_class_path_where_the_launcher_reads_it() -> None:
     source = embedded.DRIVER_PROGRAM.read_text()
     assert f'CLASS_PATH_FILE_ENV = "{embedded.CLASS_PATH_FILE_ENV}"' in source
+
+
+def _server_with_scratch(tmp_path: Path, command: list[str]) -> embedded.EmbeddedServer:
+    """An EmbeddedServer whose 'server' is ``command`` in its own process group."""
+    scratch = tmp_path / "scratch"
+    (scratch / "spark-local").mkdir(parents=True)
+    server = embedded.EmbeddedServer(log_path=scratch / "server.log")
+    server.log_path.write_text("the server's log\n")  # type: ignore[union-attr]
+    server.process = subprocess.Popen(command, start_new_session=True)
+    return server
+
+
+def test_stop_removes_the_scratch_folder_of_a_running_server(tmp_path: Path) -> None:
+    server = _server_with_scratch(tmp_path, ["sleep", "60"])
+    assert server.scratch_dir == tmp_path / "scratch"
+    server.stop()
+    assert not (tmp_path / "scratch").exists()
+
+
+def test_stop_keeps_the_log_of_a_server_that_failed_on_its_own(tmp_path: Path) -> None:
+    server = _server_with_scratch(tmp_path, ["sh", "-c", "exit 3"])
+    assert server.process is not None
+    server.process.wait(timeout=10)
+    server.stop()
+    assert (tmp_path / "scratch" / "server.log").read_text() == "the server's log\n"
+
+
+def test_spark_local_dir_is_inside_the_scratch_folder_unless_given(tmp_path: Path) -> None:
+    server = embedded.EmbeddedServer(log_path=tmp_path / "server.log")
+    assert f"spark.local.dir={tmp_path / 'spark-local'}" in server.command(tmp_path)
+    server.extra_conf["spark.local.dir"] = "/data/spark"
+    assert "spark.local.dir=/data/spark" in server.command(tmp_path)
