@@ -222,8 +222,9 @@ class EmbeddedServer:
 
     @property
     def scratch_dir(self) -> Path | None:
-        """The server's own temporary folder: its log, its class path file and Spark's local
-        directory (shuffle and spill files), all gone with the folder when the server stops."""
+        """The server's own temporary folder: its log, its class path file, Spark's local
+        directory (shuffle and spill files) and the JVM's temporary files, all gone with the
+        folder when the server stops."""
         return None if self.log_path is None else self.log_path.parent
 
     def _local_dir_conf(self) -> dict[str, str]:
@@ -233,6 +234,12 @@ class EmbeddedServer:
             return {}
         return {"spark.local.dir": str(self.scratch_dir / "spark-local")}
 
+    def _temp_dir_option(self) -> str | None:
+        # The JVM's own temporary files (Spark Connect's artifact folders) likewise.
+        if self.scratch_dir is None:
+            return None
+        return f"-Djava.io.tmpdir={self.scratch_dir / 'tmp'}"
+
     def command(self, spark_home: Path) -> list[str]:
         conf = {
             **SERVER_CONF,
@@ -240,7 +247,10 @@ class EmbeddedServer:
             "spark.connect.grpc.binding.address": "127.0.0.1",
             "spark.connect.grpc.binding.port": str(self.port),
             "spark.driver.defaultJavaOptions": " ".join(
-                [fixed_heap_options(self.driver_memory), *filter(None, [self.class_archive_option])]
+                [
+                    fixed_heap_options(self.driver_memory),
+                    *filter(None, [self.class_archive_option, self._temp_dir_option()]),
+                ]
             ),
             **self._local_dir_conf(),
             **self.extra_conf,
@@ -265,6 +275,7 @@ class EmbeddedServer:
             None if self.class_archive is None else self.class_archive.java_option()
         )
         log_dir = Path(tempfile.mkdtemp(prefix="delta-connect-server-"))
+        (log_dir / "tmp").mkdir()
         self.log_path = log_dir / "server.log"
         env = {
             **os.environ,

@@ -121,3 +121,9 @@ def test_spark_local_dir_is_inside_the_scratch_folder_unless_given(tmp_path: Pat
     assert f"spark.local.dir={tmp_path / 'spark-local'}" in server.command(tmp_path)
     server.extra_conf["spark.local.dir"] = "/data/spark"
     assert "spark.local.dir=/data/spark" in server.command(tmp_path)
+
+
+def test_the_jvms_temporary_files_go_to_the_scratch_folder(tmp_path: Path) -> None:
+    server = embedded.EmbeddedServer(log_path=tmp_path / "server.log", driver_memory="4g")
+    options = f"spark.driver.defaultJavaOptions=-Xms4g -Djava.io.tmpdir={tmp_path / 'tmp'}"
+    assert options in server.command(tmp_path)
