@@ -328,6 +328,16 @@ class FailedCastPartitionValueError(DeltaError):
     )
 
 
+class TimestampOutOfRangeError(DeltaError):
+    error_class = "DELTA_CONNECT_TIMESTAMP_OUT_OF_RANGE"
+    template = (
+        "Version {version} of {path} has the commit timestamp {timestamp_ms} ms after the "
+        "epoch, outside the years 1-9999 a Python datetime holds: the log gives it (an "
+        "in-commit timestamp, else the commit file's modification time). Snapshot.timestamp_ms "
+        "gives it as a number."
+    )
+
+
 class CheckpointUnsupportedError(DeltaError):
     error_class = "DELTA_CHECKPOINT_UNSUPPORTED"
     template = "Cannot write this checkpoint of {path}: {reason}"

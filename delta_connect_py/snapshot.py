@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +30,11 @@ from pyspark.sql.types import StructType
 from delta_connect_py import arguments
 from delta_connect_py.clustering import clustering_columns, supports_clustering
 from delta_connect_py.data import snapshot_to_df
-from delta_connect_py.errors import CorruptLogFileError, StateRecoverError
+from delta_connect_py.errors import (
+    CorruptLogFileError,
+    StateRecoverError,
+    TimestampOutOfRangeError,
+)
 from delta_connect_py.job_log import logged_job
 from delta_connect_py.plans.loading import (
     STATE_SPARK_SCHEMA,
@@ -49,6 +53,7 @@ from delta_connect_py.protocol import properties as props
 from delta_connect_py.protocol.feature_use import check_features_listed
 from delta_connect_py.protocol.features import check_readable
 from delta_connect_py.protocol.filenames import commit_name
+from delta_connect_py.protocol.timestamps import utc_datetime
 from delta_connect_py.spark_failures import public_calls_raise_delta_errors
 from delta_connect_py.table_schema import check_schema, parsed_schema
 from delta_connect_py.worker.log_files import file_uri
@@ -149,8 +154,15 @@ class Snapshot:
 
     @property
     def timestamp(self) -> datetime:
-        """``timestamp_ms`` as a UTC ``datetime``."""
-        return datetime.fromtimestamp(self.timestamp_ms / 1000, tz=timezone.utc)
+        """``timestamp_ms`` as a UTC ``datetime``; ``DELTA_CONNECT_TIMESTAMP_OUT_OF_RANGE``
+        for one outside the years a ``datetime`` holds."""
+        timestamp_ms = self.timestamp_ms
+        moment = utc_datetime(timestamp_ms)
+        if moment is None:
+            raise TimestampOutOfRangeError(
+                version=self.version, path=self.table.table_root, timestamp_ms=timestamp_ms
+            )
+        return moment
 
     @property
     def schema(self) -> StructType:

@@ -46,10 +46,22 @@ def monotonize(timestamps: Sequence[int]) -> list[int]:
     return result
 
 
+def utc_datetime(timestamp_ms: int) -> datetime | None:
+    """``timestamp_ms`` as a UTC ``datetime``; None outside the years 1-9999 it can hold (a
+    long's milliseconds reach some 292 million years either side of the epoch)."""
+    try:
+        return _EPOCH + timedelta(milliseconds=timestamp_ms)
+    except OverflowError:
+        return None
+
+
 def format_timestamp_ms(timestamp_ms: int) -> str:
-    """``YYYY-MM-DD HH:MM:SS.fff`` in UTC."""
-    moment = _EPOCH + timedelta(milliseconds=timestamp_ms)
-    return f"{moment:%Y-%m-%d %H:%M:%S}.{moment.microsecond // 1000:03d}"
+    """``YYYY-MM-DD HH:MM:SS.fff`` in UTC; the milliseconds themselves for a moment outside the
+    years 1-9999, which error messages name too."""
+    moment = utc_datetime(timestamp_ms)
+    if moment is None:
+        return f"{timestamp_ms} ms after the epoch"
+    return f"{moment.year:04d}-{moment:%m-%d %H:%M:%S}.{moment.microsecond // 1000:03d}"
 
 
 @dataclass(frozen=True)

@@ -36,6 +36,7 @@ from delta_connect_py.errors import (
     MissingPartFilesError,
     TimestampEarlierThanCommitRetentionError,
     TimestampGreaterThanCommitError,
+    TimestampOutOfRangeError,
     VersionNotFoundError,
 )
 from delta_connect_py.protocol.filenames import commit_name
@@ -200,6 +201,24 @@ def test_a_copied_table_time_travels_by_in_commit_timestamps_where_they_begin(
     assert {row["_commit_version"] for row in changes.collect()} == {4, 5}
     between = table.load_cdf(starting_timestamp=at((ict_ms[3] + 1) / 1000))
     assert {row["_commit_version"] for row in between.collect()} == {4, 5}
+
+
+def test_an_in_commit_timestamp_beyond_year_9999_is_a_clear_error_for_datetime_only(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Delta stores a long of milliseconds; a Python datetime ends with the year 9999."""
+    root = tmp_path / "t"
+    beyond = 10**15  # in the year 33658
+    _ict_enabled_at_version_3(root, {3: T0 * 1000 + 10, 4: T0 * 1000 + 20, 5: beyond})
+    table = DeltaTable.for_path(spark, str(root))
+    latest = table.snapshot()
+    assert latest.timestamp_ms == beyond
+    with pytest.raises(TimestampOutOfRangeError, match=r"Version 5 of .* 1000000000000000 ms"):
+        latest.timestamp  # noqa: B018 - the property raises
+    at_4 = datetime.fromtimestamp((T0 * 1000 + 20) / 1000, tz=timezone.utc)
+    assert table.snapshot(version=4).timestamp == at_4
+    at = datetime.fromtimestamp((T0 * 1000 + 25) / 1000, tz=timezone.utc)
+    assert table.version_at(at) == 4
 
 
 def test_in_commit_timestamps_drive_time_travel(spark: Any) -> None:

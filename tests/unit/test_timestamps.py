@@ -18,6 +18,7 @@ from delta_connect_py.protocol.timestamps import (
     active_commit,
     format_timestamp_ms,
     monotonize,
+    utc_datetime,
     version_at_timestamp,
 )
 
@@ -40,6 +41,18 @@ def test_monotonize_strictly_increasing(timestamps: list[int]) -> None:
 def test_format() -> None:
     assert format_timestamp_ms(0) == "1970-01-01 00:00:00.000"
     assert format_timestamp_ms(1_700_000_000_123) == "2023-11-14 22:13:20.123"
+    assert format_timestamp_ms(-62_135_596_800_000) == "0001-01-01 00:00:00.000"
+
+
+@pytest.mark.parametrize("timestamp_ms", [253_402_300_800_000, -62_135_596_800_001, 2**63 - 1])
+def test_a_moment_outside_the_years_a_datetime_holds(timestamp_ms: int) -> None:
+    assert utc_datetime(timestamp_ms) is None
+    assert format_timestamp_ms(timestamp_ms) == f"{timestamp_ms} ms after the epoch"
+
+
+def test_the_last_moment_a_datetime_holds() -> None:
+    moment = utc_datetime(253_402_300_799_999)
+    assert moment is not None and (moment.year, moment.microsecond) == (9999, 999_000)
 
 
 COMMITS = [CommitTimestamp(v, t) for v, t in [(0, 1000), (1, 2000), (2, 3000), (3, 4000)]]
