@@ -66,7 +66,7 @@ CdfBatch: TypeAlias = tuple[DeltaSourceOffset, DataFrame]
 
 
 @dataclass(frozen=True)
-class ReadSchema:
+class StreamReadSchema:
     """What the stream reads with: the metadata of the latest version when it started
     (delta-spark's ``snapshotAtSourceInit``)."""
 
@@ -80,11 +80,11 @@ class ReadSchema:
 
 def _starting_offset(
     table: TableLog, starting_version: int | None, offset: DeltaSourceOffset | str | None
-) -> tuple[DeltaSourceOffset, ReadSchema]:
+) -> tuple[DeltaSourceOffset, StreamReadSchema]:
     """The offset the stream starts after, and its read schema."""
     listing = table.list_log()
     latest = snapshot_at(table, listing, table.log_segment(None, listing).version)
-    read = ReadSchema(
+    read = StreamReadSchema(
         latest.version,
         latest.metadata,
         widens_types=bool(TYPE_WIDENING_FEATURES & protocol_features(latest.protocol)),
@@ -122,7 +122,7 @@ def _resolved_offset(
 
 
 def _check_read_compatible(
-    table: TableLog, read: ReadSchema, metadata_by_version: Mapping[int, Metadata], upto: int
+    table: TableLog, read: StreamReadSchema, metadata_by_version: Mapping[int, Metadata], upto: int
 ) -> None:
     """delta-spark's ``checkReadIncompatibleSchemaChanges`` without a schema tracking log, for
     the metadata in effect at each version a batch reaches (up to ``upto``): another table's id
@@ -156,7 +156,7 @@ def _check_read_compatible(
 
 
 def _schema_changed(
-    table: TableLog, read: ReadSchema, version: int, metadata: Metadata
+    table: TableLog, read: StreamReadSchema, version: int, metadata: Metadata
 ) -> StreamSchemaChangedError:
     error = (
         StreamSchemaChangedWithStartingOptionsError
@@ -177,7 +177,7 @@ def _schema_changed(
     )
 
 
-def batch_frame(table: TableLog, changes: FileChanges, read: ReadSchema) -> DataFrame:
+def batch_frame(table: TableLog, changes: FileChanges, read: StreamReadSchema) -> DataFrame:
     """The changed rows of one micro-batch's admitted files (lazy), with the stream's read
     schema for a batch starting at or before its read version (a later batch follows a
     schema-change barrier and has the schema of its own versions)."""
