@@ -80,6 +80,7 @@ from delta_connect_py.worker.failures import encode_error
 from delta_connect_py.worker.log_files import (
     LAST_CHECKPOINT_NAME,
     filesystem_and_path,
+    modification_ms,
     path_in_store,
 )
 from delta_connect_py.worker.pauses import pause_at
@@ -412,17 +413,12 @@ def _hint_text(
     )
 
 
-def _mtime_ms(info: pa.fs.FileInfo) -> int:
-    """A file's modification time in ms (0 when the file system gives none)."""
-    return (info.mtime_ns or 0) // 1_000_000
-
-
 def _file_entry(name: str, info: pa.fs.FileInfo) -> dict[str, Any]:
     """A file as ``sidecar`` actions and ``_last_checkpoint``'s ``v2Checkpoint`` name it."""
     return {
         "path": name,
         "sizeInBytes": info.size,
-        "modificationTime": _mtime_ms(info),
+        "modificationTime": modification_ms(info),
     }
 
 
@@ -712,7 +708,7 @@ def _newest_mtime_ms(fs: pa.fs.FileSystem, folder: pa.fs.FileInfo) -> int | None
     from pyarrow.fs import FileSelector
 
     infos = [folder, *fs.get_file_info(FileSelector(folder.path, recursive=True))]
-    return newest_known_mtime(_mtime_ms(info) for info in infos)
+    return newest_known_mtime(modification_ms(info, fs) for info in infos)
 
 
 def _staging_folders(fs: pa.fs.FileSystem, log_dir: str) -> list[pa.fs.FileInfo]:
@@ -785,7 +781,7 @@ def _sidecars_present(fs: pa.fs.FileSystem, log_dir: str) -> list[SidecarFile]:
 
     selector = FileSelector(_join(log_dir, SIDECAR_DIR), allow_not_found=True)
     return [
-        SidecarFile(info.base_name, _mtime_ms(info))
+        SidecarFile(info.base_name, modification_ms(info, fs))
         for info in fs.get_file_info(selector)
         if info.type == FileType.File
     ]

@@ -13,6 +13,7 @@ once, without retries, and the listing decides too; nothing is ever written.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -203,6 +204,19 @@ class PmLinesScan:
     max_bytes: int
 
 
+def modification_ms(info: pa.fs.FileInfo, filesystem: pa.fs.FileSystem | None = None) -> int:
+    """A file's modification time in ms (0 when the file system gives none). pyarrow keeps it
+    as nanoseconds in an int64, which wraps a time after 2262 round to one before 1970; a local
+    file's is then read again from ``os.stat``, which has no such bound."""
+    from pyarrow.fs import LocalFileSystem
+
+    mtime_ns = info.mtime_ns or 0
+    if mtime_ns < 0 and isinstance(filesystem, LocalFileSystem):
+        with contextlib.suppress(OSError):
+            mtime_ns = os.stat(info.path).st_mtime_ns
+    return mtime_ns // 1_000_000
+
+
 def list_local_log(
     request: LastCheckpointRead, scan: PmLinesScan | None, _: Iterable[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
@@ -236,7 +250,7 @@ def list_local_log(
         {
             "path": [prefix + info.base_name for info in visible],
             "length": [info.size for info in visible],
-            "modificationTime": [info.mtime_ns // 1_000_000 for info in visible],
+            "modificationTime": [modification_ms(info, filesystem) for info in visible],
             "content": [
                 _checksum_text(info.path) if info is newest_checksum else None for info in visible
             ],

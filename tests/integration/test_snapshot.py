@@ -221,6 +221,22 @@ def test_an_in_commit_timestamp_beyond_year_9999_is_a_clear_error_for_datetime_o
     assert table.version_at(at) == 4
 
 
+def test_a_commit_file_time_after_2262_is_read_as_it_is(
+    spark: Any, conformance_table: Any
+) -> None:
+    """pyarrow's listing wraps such a time round to one before 1970; Hadoop's long does not."""
+    root = conformance_table("delta-rs/simple_table/delta")
+    latest = DeltaTable.for_path(spark, str(root)).latest_version()
+    after_2262_ns = 10**19
+    path = root / "_delta_log" / commit_name(latest)
+    os.utime(path, ns=(after_2262_ns, after_2262_ns))
+    if os.stat(path).st_mtime_ns != after_2262_ns:
+        pytest.skip("this file system does not keep a time after 2262")
+    snapshot = DeltaTable.for_path(spark, str(root)).snapshot()
+    assert snapshot.timestamp_ms == after_2262_ns // 1_000_000
+    assert snapshot.timestamp.year == 2286
+
+
 def test_in_commit_timestamps_drive_time_travel(spark: Any) -> None:
     from tests.conftest import CONFORMANCE
 
