@@ -221,9 +221,7 @@ def test_an_in_commit_timestamp_beyond_year_9999_is_a_clear_error_for_datetime_o
     assert table.version_at(at) == 4
 
 
-def test_a_commit_file_time_after_2262_is_read_as_it_is(
-    spark: Any, conformance_table: Any
-) -> None:
+def test_a_commit_file_time_after_2262_is_read_as_it_is(spark: Any, conformance_table: Any) -> None:
     """pyarrow's listing wraps such a time round to one before 1970; Hadoop's long does not."""
     root = conformance_table("delta-rs/simple_table/delta")
     latest = DeltaTable.for_path(spark, str(root)).latest_version()
