@@ -162,11 +162,18 @@ SOURCES
     rm -rf "$rootfs"
 }
 
-# The project's image from server/Dockerfile (unchanged) on the given Python base image.
+# The project's image from server/Dockerfile (unchanged) on the given Python base image. The
+# image the tag named before goes when the build replaced it (else each build of a changed
+# project would leave an untagged image, pyspark and all, behind).
 docker_build_project_image() {
-    local base=$1
+    local base=$1 before after
+    before="$(docker image inspect -f '{{.Id}}' "$DELTA_CONNECT_IMAGE" 2>/dev/null || true)"
     docker build -q -f "$DOCKER_LIB_ROOT/server/Dockerfile" --build-arg PYTHON_IMAGE="$base" \
         -t "$DELTA_CONNECT_IMAGE" "$DOCKER_LIB_ROOT/server" >/dev/null
+    after="$(docker image inspect -f '{{.Id}}' "$DELTA_CONNECT_IMAGE")"
+    if [[ -n "$before" && "$before" != "$after" ]]; then
+        docker image rm "$before" >/dev/null 2>&1 || true
+    fi
 }
 
 # The base to build on: $PYTHON_IMAGE when set (pulled by docker if need be), else the stand-in
