@@ -227,12 +227,15 @@ class EmbeddedServer:
         folder when the server stops."""
         return None if self.log_path is None else self.log_path.parent
 
-    def _local_dir_conf(self) -> dict[str, str]:
+    def local_dir_environment(self) -> dict[str, str]:
+        """``SPARK_LOCAL_DIRS`` in the scratch folder, unless the caller chose a local dir."""
         # Spark's default local directory is the system's temporary folder, where a server
-        # killed before its shutdown hook leaves its block manager folders for good.
-        if self.scratch_dir is None:
+        # killed before its shutdown hook leaves its block manager folders for good. The
+        # variable, not ``spark.local.dir``: Spark warns of any such setting in every log.
+        chosen = "spark.local.dir" in self.extra_conf or "SPARK_LOCAL_DIRS" in os.environ
+        if self.scratch_dir is None or chosen:
             return {}
-        return {"spark.local.dir": str(self.scratch_dir / "spark-local")}
+        return {"SPARK_LOCAL_DIRS": str(self.scratch_dir / "spark-local")}
 
     def _temp_dir_option(self) -> str | None:
         # The JVM's own temporary files (Spark Connect's artifact folders) likewise.
@@ -252,7 +255,6 @@ class EmbeddedServer:
                     *filter(None, [self.class_archive_option, self._temp_dir_option()]),
                 ]
             ),
-            **self._local_dir_conf(),
             **self.extra_conf,
         }
         args = [str(spark_home / "bin" / "spark-submit")]
@@ -279,6 +281,7 @@ class EmbeddedServer:
         self.log_path = log_dir / "server.log"
         env = {
             **os.environ,
+            **self.local_dir_environment(),
             "SPARK_HOME": str(spark_home),
             "JAVA_HOME": str(Path(java).resolve().parent.parent),
             "PYSPARK_PYTHON": self.worker_python,

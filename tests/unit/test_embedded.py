@@ -116,11 +116,17 @@ def test_stop_keeps_the_log_of_a_server_that_failed_on_its_own(tmp_path: Path) -
     assert (tmp_path / "scratch" / "server.log").read_text() == "the server's log\n"
 
 
-def test_spark_local_dir_is_inside_the_scratch_folder_unless_given(tmp_path: Path) -> None:
+def test_spark_local_dir_is_inside_the_scratch_folder_unless_chosen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("SPARK_LOCAL_DIRS", raising=False)
     server = embedded.EmbeddedServer(log_path=tmp_path / "server.log")
-    assert f"spark.local.dir={tmp_path / 'spark-local'}" in server.command(tmp_path)
+    assert server.local_dir_environment() == {"SPARK_LOCAL_DIRS": str(tmp_path / "spark-local")}
+    assert not any(item.startswith("spark.local.dir") for item in server.command(tmp_path))
     server.extra_conf["spark.local.dir"] = "/data/spark"
-    assert "spark.local.dir=/data/spark" in server.command(tmp_path)
+    assert server.local_dir_environment() == {}
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", "/data/spark")
+    assert embedded.EmbeddedServer(log_path=tmp_path / "server.log").local_dir_environment() == {}
 
 
 def test_the_jvms_temporary_files_go_to_the_scratch_folder(tmp_path: Path) -> None:
