@@ -32,4 +32,6 @@ set +e
 SPARK_REMOTE="sc://127.0.0.1:$port" "$@"
 status=$?
 set -e
+# The launcher's own output (the server's log is in its scratch folder): kept only for a failure.
+((status != 0)) || rm -f "$log"
 exit "$status"
