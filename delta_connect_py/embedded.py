@@ -237,11 +237,13 @@ class EmbeddedServer:
             return {}
         return {"SPARK_LOCAL_DIRS": str(self.scratch_dir / "spark-local")}
 
-    def _temp_dir_option(self) -> str | None:
+    @property
+    def _jvm_temp_dir(self) -> Path | None:
         # The JVM's own temporary files (Spark Connect's artifact folders) likewise.
-        if self.scratch_dir is None:
-            return None
-        return f"-Djava.io.tmpdir={self.scratch_dir / 'tmp'}"
+        return None if self.scratch_dir is None else self.scratch_dir / "tmp"
+
+    def _temp_dir_option(self) -> str | None:
+        return None if self._jvm_temp_dir is None else f"-Djava.io.tmpdir={self._jvm_temp_dir}"
 
     def command(self, spark_home: Path) -> list[str]:
         conf = {
@@ -277,8 +279,9 @@ class EmbeddedServer:
             None if self.class_archive is None else self.class_archive.java_option()
         )
         log_dir = Path(tempfile.mkdtemp(prefix="delta-connect-server-"))
-        (log_dir / "tmp").mkdir()
         self.log_path = log_dir / "server.log"
+        assert self._jvm_temp_dir is not None
+        self._jvm_temp_dir.mkdir()
         env = {
             **os.environ,
             **self.local_dir_environment(),

@@ -251,6 +251,15 @@ class _UnreadableFileInPlace(Exception):
         self.path, self.why = path, why
 
 
+@contextlib.contextmanager
+def _reading_in_place(path: str) -> Iterator[None]:
+    """A failure to read the file at a part's final name, as ``_UnreadableFileInPlace``."""
+    try:
+        yield
+    except (OSError, pa.ArrowException) as error:
+        raise _UnreadableFileInPlace(path, f"{type(error).__name__}: {error}") from error
+
+
 def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _Part:
     """A part counted from the file that will be under its final name: the one already there,
     else its staged file.
@@ -263,10 +272,8 @@ def _part(fs: pa.fs.FileSystem, staged: pa.fs.FileInfo | None, final: str) -> _P
     are of the file kept (another writer's rows need not be ours: other tombstones, say).
     """
     if _exists(fs, final):
-        try:
+        with _reading_in_place(final):
             return _Part(None, final, True, *_count(fs, final), copy_beside=staged)
-        except (OSError, pa.ArrowException) as error:
-            raise _UnreadableFileInPlace(final, f"{type(error).__name__}: {error}") from error
     if staged is not None:
         return _Part(staged, final, False, *_count(fs, staged.path))
     return _Part(None, final, False, 0, 0)
@@ -297,10 +304,8 @@ def _same_actions(fs: pa.fs.FileSystem, in_place: str, staged: pa.fs.FileInfo) -
     ours = _action_keys(fs, staged.path)
     if ours is None:
         return False
-    try:
+    with _reading_in_place(in_place):
         return _action_keys(fs, in_place) == ours
-    except (OSError, pa.ArrowException) as error:
-        raise _UnreadableFileInPlace(in_place, f"{type(error).__name__}: {error}") from error
 
 
 def _stage(

@@ -208,12 +208,13 @@ def modification_ms(info: pa.fs.FileInfo, filesystem: pa.fs.FileSystem | None = 
     """A file's modification time in ms (0 when the file system gives none). pyarrow keeps it
     as nanoseconds in an int64, which wraps a time after 2262 round to one before 1970; a local
     file's is then read again from ``os.stat``, which has no such bound."""
-    from pyarrow.fs import LocalFileSystem
-
     mtime_ns = info.mtime_ns or 0
-    if mtime_ns < 0 and isinstance(filesystem, LocalFileSystem):
-        with contextlib.suppress(OSError):
-            mtime_ns = os.stat(info.path).st_mtime_ns
+    if mtime_ns < 0:  # rare: the listing's per-file path does no more than the division
+        from pyarrow.fs import LocalFileSystem
+
+        if isinstance(filesystem, LocalFileSystem):
+            with contextlib.suppress(OSError):
+                mtime_ns = os.stat(info.path).st_mtime_ns
     return mtime_ns // 1_000_000
 
 
