@@ -355,7 +355,12 @@ class Snapshot:
         """``state_df()`` for a checkpoint writer; with ``stats_parsed``, plus the typed stats
         the previous checkpoint wrote, where it wrote that type (``ReconstructedState.rows``)."""
         # Not ``state_df()``: the writer's own job reads every row, inside our error handling.
-        return self._keys_checked().rows(self.replay_config(), stats_parsed)
+        # The strings are tested first, so that a value that is not UTF-8 is refused, not
+        # copied into the new checkpoint.
+        reconstructed = self._keys_checked()
+        if reconstructed.checkpoint is not None:
+            reconstructed.checkpoint.check_readable()
+        return reconstructed.rows(self.replay_config(), stats_parsed)
 
     def stats_parsed_to_parse_bytes(self, stats_parsed: StructType) -> int | None:
         """Commit bytes whose adds a checkpoint writer must parse into ``stats_parsed``: those

@@ -29,11 +29,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyspark.sql.connect.functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from delta_connect_py.connections import session_key
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.plans.action_lines import checked_version, text_problem
+from delta_connect_py.plans.checkpoint_strings import (
+    any_not_utf8,
+    first_not_utf8_column,
+    not_utf8_error,
+)
 from delta_connect_py.plans.file_keys import is_file_action
 from delta_connect_py.plans.spark import (
     collect,
@@ -103,23 +108,28 @@ class CheckpointFrames:
         on the rows. Spark decodes a column's pages only when a query uses the column: a
         count of each whole top-level column keeps every nested field in the scan (so every
         page is decoded) at a fifth of the cost of serialising the rows (2-4 s against
-        10-20 s for a 910k-row checkpoint with stats)."""
+        10-20 s for a 910k-row checkpoint with stats). The same job tests every string for
+        UTF-8 (``plans.checkpoint_strings``): a value that is not is ``DELTA_CORRUPT_LOG_FILE``
+        too, naming the file and the column."""
         if not self.frames:
             return
         spark = self.frames[0].sparkSession
         key = (session_key(spark), self.identity)
         if self.identity and key in _readable_checkpoints:
             return
-        every_column = [
-            frame.select(
-                reduce(operator.add, [F.count(F.col(f"`{c}`")) for c in frame.columns]).alias(
-                    "values"
-                )
-            )
-            for frame in self.frames
-        ]
-        collect(union_all(every_column))
+        every_column = [_every_value_read(frame) for frame in self.frames]
+        if any(row["not_utf8"] for row in collect(union_all(every_column))):
+            raise self.not_utf8_error()
         _remember(_readable_checkpoints, key, None, MAX_READABLE_CHECKPOINTS)
+
+    def not_utf8_error(self) -> CorruptLogFileError:
+        """The error naming the first file and column of these files holding a string that
+        is not UTF-8, which a job has counted (a job; on damaged files only)."""
+        for frame in self.frames:
+            found = _first_not_utf8(frame, self.version)
+            if found is not None:
+                return found
+        raise AssertionError("no string that is not UTF-8 in the checkpoint's files")
 
     @property
     def has_sidecars(self) -> bool:
@@ -146,6 +156,34 @@ class CheckpointFrames:
                 for frame in self.frames
             ]
         )
+
+
+def _every_value_read(frame: DataFrame) -> DataFrame:
+    """One row: how many values ``frame`` holds, and how many rows hold a string that is not
+    UTF-8. Reads every page of every column."""
+    values = reduce(operator.add, [F.count(F.col(f"`{c}`")) for c in frame.columns])
+    not_utf8 = any_not_utf8(_columns_of(frame))
+    rows = F.lit(0) if not_utf8 is None else F.count_if(not_utf8)
+    return frame.select(values.alias("values"), rows.alias("not_utf8"))
+
+
+def _columns_of(frame: DataFrame) -> dict[str, tuple[Column, DataType]]:
+    return {f.name: (F.col(f"`{f.name}`"), f.dataType) for f in frame.schema.fields}
+
+
+def _first_not_utf8(frame: DataFrame, version: int) -> CorruptLogFileError | None:
+    """The error naming the first file and column of ``frame`` holding a string that is not
+    UTF-8; None when none does."""
+    column = first_not_utf8_column(_columns_of(frame))
+    if column is None:
+        return None
+    found = (
+        frame.select(F.col("_metadata.file_path").alias("file"), column.alias("column"))
+        .where(F.col("column").isNotNull())
+        .limit(1)
+    )
+    rows = collect(found)
+    return not_utf8_error(rows[0]["file"], version, rows[0]["column"]) if rows else None
 
 
 def _remember(cache: dict[Any, Any], key: Any, value: Any, limit: int) -> None:

@@ -70,6 +70,7 @@ import pyspark.sql.connect.functions as F
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from delta_connect_py.errors import LogFileOutsideTableError
+from delta_connect_py.plans.checkpoint_strings import any_not_utf8
 from delta_connect_py.plans.file_keys import (
     action_path,
     file_key_columns,
@@ -92,6 +93,7 @@ from delta_connect_py.plans.spark import (
     with_stated_schema,
 )
 from delta_connect_py.plans.state import (
+    NOT_UTF8_ROWS,
     BaseSums,
     ObservedLayer,
     file_action_columns,
@@ -505,8 +507,16 @@ def reconstruct(
     partitions = num_partitions or partitions_for(replayed_bytes)
     small = replayed_bytes <= BYTES_PER_PARTITION
     replayed, observed, hashes = _replayed_observed(
-        to_replay, config, partitions, small, small, actions.reads_with_spark_sources
+        to_replay,
+        config,
+        partitions,
+        small,
+        small,
+        actions.reads_with_spark_sources,
+        check_strings=actions.checkpoint is not None,
     )
+    if observed is not None and observed.not_utf8_rows and actions.checkpoint is not None:
+        raise actions.checkpoint.not_utf8_error()
     return ReconstructedState(
         checkpoint=None,
         replayed=replayed,
@@ -738,15 +748,20 @@ def _replayed_observed(
     observe_hashes: bool,
     small_input: bool,
     reads_files: bool = True,
+    check_strings: bool = False,
 ) -> tuple[DataFrame, ObservedLayer | None, tuple[int, ...] | None]:
     """``_replayed``, and the state's aggregations over its rows under ``config``'s retention,
     observed by the same job (None when the server returned none); with ``observe_hashes``,
     also the file name hashes of its file actions (retained or not), when there are at most
     ``MAX_OBSERVED_HASHES`` (else None). ``reads_files``: whether the rows are read through
-    Spark's file sources (``plans.spark.materialize``)."""
+    Spark's file sources (``plans.spark.materialize``). With ``check_strings`` (a checkpoint's
+    rows replayed: Spark reads their strings' bytes as they are), also how many kept rows hold
+    a string that is not UTF-8 (``ObservedLayer.not_utf8_rows``)."""
     aggregations = layer_aggregations(retained(config), F.when(is_file_action(), _key_not_plain()))
     if observe_hashes:
         aggregations.append(_file_name_hash_aggregation())
+    if check_strings:
+        aggregations.append(_not_utf8_row_count())
     replayed, metrics = materialize_observed(
         _replay_keeping_all(to_replay, config, partitions, small_input),
         aggregations,
@@ -760,6 +775,23 @@ def _replayed_observed(
 
 
 _OBSERVED_HASHES = "fileNameHashes"
+
+
+def _not_utf8_row_count() -> Column:
+    """How many replayed rows hold a string that is not UTF-8 (``plans.checkpoint_strings``;
+    only a checkpoint's can, commit lines are checked as they are read). A row holds one
+    action: only its column is tested (the replay runs interpreted, node by node)."""
+
+    def test(name: str) -> Column:
+        found = any_not_utf8({name: (F.col(name), STATE_SPARK_SCHEMA[name].dataType)})
+        assert found is not None  # every state column holds strings
+        return found
+
+    by_action = F.when(F.col("add").isNotNull(), test("add"))
+    for name in STATE_COLUMNS:
+        if name != "add":
+            by_action = by_action.when(F.col(name).isNotNull(), test(name))
+    return F.count_if(by_action).alias(NOT_UTF8_ROWS)
 
 
 def _file_name_hash_aggregation() -> Column:

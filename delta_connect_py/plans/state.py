@@ -273,6 +273,8 @@ class ObservedLayer:
     keys_not_plain: bool
     counts: dict[str, int]
     collected: dict[str, list[dict[str, Any]]]
+    #: Rows holding a string that is not UTF-8, when the replay counted them (``NOT_UTF8_ROWS``).
+    not_utf8_rows: int = 0
 
     @staticmethod
     def from_metrics(metrics: dict[str, Any], tombstone_horizon: int | None) -> ObservedLayer:
@@ -280,7 +282,13 @@ class ObservedLayer:
         oldest = metrics.get("oldestTombstone")
         sums = _sums(metrics, _TOTAL_NAMES, tombstone_horizon, oldest)
         counts = {name: metrics[name] for name in _NON_FILE_COUNTS}
-        return ObservedLayer(sums, bool(metrics["keysNotPlain"]), counts, _collected_text(metrics))
+        return ObservedLayer(
+            sums,
+            bool(metrics["keysNotPlain"]),
+            counts,
+            _collected_text(metrics),
+            metrics.get(NOT_UTF8_ROWS) or 0,
+        )
 
     def state(self, base: BaseSums, counted: bool, version: int) -> State:
         """The state whose newest replay this is, its other rows counted by ``base``; with
@@ -288,6 +296,9 @@ class ObservedLayer:
         totals = base if counted else base.plus(self.sums)
         return _state(totals, self.counts, self.collected, version)
 
+
+#: The observed metric counting rows with a string that is not UTF-8 (optional).
+NOT_UTF8_ROWS = "notUtf8Rows"
 
 _NON_FILE_COUNTS = (
     "numOfMetadata",

@@ -7,7 +7,8 @@ read by Python workers, with filtered reads for P&M and history), give
 the change data feed. Flipped bytes in a checkpoint give a ``DeltaError`` or the undamaged
 table's state (rebuilt from commits, delta-spark's rule), never a raw Spark error: a V2
 checkpoint in JSON form is checked line by line like a commit, and a checkpoint parquet's page
-that only the live files' rows would read is met before they are handed out. A data file the
+that only the live files' rows would read is met before they are handed out, as is a checkpoint
+string that is not UTF-8 (which Spark would hand out as it is). A data file the
 change data feed would read that does not exist (a damaged path) is
 ``DELTA_FILE_NOT_FOUND_DETAILED``.
 """
@@ -36,6 +37,7 @@ from delta_connect_py.errors import (
     PartitionColumnNotFoundError,
 )
 from delta_connect_py.plans.loading import MAX_FILES_FOR_JSON_SOURCE
+from tests.checkpoint_paths import checkpoint_files
 from tests.conftest import CONFORMANCE, log_bytes
 from tests.fuzz import damaged_logs as fuzz
 from tests.integration.test_checkpoint import age_log_files
@@ -641,3 +643,50 @@ def test_cleanup_keeps_every_sidecar_when_a_kept_checkpoint_file_is_unreadable(
         "00000000000000000001.checkpoint.parquet",
     }
     assert dt.snapshot().state == state
+
+
+def _with_non_utf8_add_path(checkpoint: Path) -> None:
+    """Rewrite ``checkpoint`` with one byte of its first add's path replaced by 0xFF (no UTF-8:
+    Spark's parquet reader keeps the bytes as they are)."""
+    table = pq.read_table(checkpoint)
+    add = table.column("add").combine_chunks()
+    raw = [None if path is None else path.encode() for path in add.field("path").to_pylist()]
+    first = next(i for i, path in enumerate(raw) if path)
+    raw[first] = raw[first][:-1] + b"\xff"
+    as_binary = pa.array(raw, pa.binary())
+    not_utf8 = pa.Array.from_buffers(
+        pa.string(), len(as_binary), as_binary.buffers(), as_binary.null_count
+    )
+    fields = [not_utf8 if f.name == "path" else add.field(f.name) for f in add.type]
+    damaged = pa.StructArray.from_arrays(fields, fields=list(add.type), mask=add.is_null())
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("add"), "add", damaged), checkpoint
+    )
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["replayed", "joined"])
+def test_a_checkpoint_string_that_is_not_utf8_is_refused(
+    spark: SparkSession, tmp_path: Path, joined: bool
+) -> None:
+    """A checkpoint's add path that is not UTF-8 is DELTA_CORRUPT_LOG_FILE naming the file and
+    the column: at the state when the checkpoint is replayed with the commits, at
+    ``all_files()`` (not a ``UnicodeDecodeError`` at the caller's ``collect``), and at
+    ``create_checkpoint``, which writes nothing rather than copy the bytes."""
+    table = tmp_path / "t"
+    shutil.copytree(CONFORMANCE / "golden" / "checkpoint" / "delta", table)
+    checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    _with_non_utf8_add_path(checkpoint)
+    before = log_bytes(table / "_delta_log")
+    refused = pytest.raises(CorruptLogFileError, match=rf"{checkpoint.name}.*add column.*UTF-8")
+    with checkpoint_files(joined):
+        dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
+        if not joined:
+            with refused:
+                dt.snapshot().state  # noqa: B018
+        else:
+            assert dt.snapshot().state.num_of_files == 2  # counted without the strings
+        with refused:
+            dt.snapshot().all_files().select("path").collect()
+        with refused:
+            dt.create_checkpoint()
+    assert log_bytes(table / "_delta_log") == before
