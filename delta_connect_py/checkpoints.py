@@ -73,7 +73,7 @@ from delta_connect_py.errors import (
 )
 from delta_connect_py.job_log import logged_job
 from delta_connect_py.plans.file_keys import action_path, is_file_action
-from delta_connect_py.plans.loading import read_checkpoint_files
+from delta_connect_py.plans.loading import checkpoint_frames, read_checkpoint_files
 from delta_connect_py.plans.replay import PARSED_STATS_COLUMN
 from delta_connect_py.plans.spark import (
     all_nullable,
@@ -621,10 +621,11 @@ def _check_kept_checkpoint_reads(
     version: every log file before it is deleted, so a reader could no longer read around it.
 
     The checkpoint must be the one a snapshot of ``boundary`` loads (not one read around), and
-    every value of its files must decode (one Spark job writing every row as JSON and summing
-    the lengths: a damaged page fails here, not after the deletes). Sidecars of a V2
-    checkpoint are not read. ``latest``: the latest version's loaded segment, which already
-    loaded the kept checkpoint when it is the newest one (the usual case).
+    every value of its files, sidecars included, must decode as a UTF-8 string where it is one
+    (``CheckpointFrames.check_readable``: one Spark job, skipped when the session already ran
+    it on these files; a damaged page fails here, not after the deletes). ``latest``: the
+    latest version's loaded segment, which already loaded the kept checkpoint when it is the
+    newest one (the usual case).
     """
     segment = table.log_segment(boundary, listing)
     error: CorruptLogFileError | None = None
@@ -632,9 +633,7 @@ def _check_kept_checkpoint_reads(
         kept_is_latest = latest.checkpoint is not None and latest.checkpoint.version == boundary
         loaded = latest if kept_is_latest else table.loaded_segment(segment, listing)[0]
         if loaded.checkpoint is not None and loaded.checkpoint.version == boundary:
-            frame = read_checkpoint_files(table.spark, loaded.checkpoint.files)
-            every_value = F.to_json(F.struct(*[F.col(name) for name in frame.columns]))
-            collect(frame.select(F.sum(F.length(every_value))))
+            checkpoint_frames(table.spark, loaded, table.log_dir)[0].check_readable()
             return
     except CorruptLogFileError as unreadable:
         error = unreadable

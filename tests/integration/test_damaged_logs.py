@@ -204,16 +204,21 @@ def test_damaged_json_checkpoint_without_commits_is_refused(
 def _broken_page(table: Path, column: str) -> Path:
     """``table``'s version-10 checkpoint with the first data page of ``column`` overwritten."""
     checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
-    row_group = pq.ParquetFile(checkpoint).metadata.row_group(0)
+    _overwrite_first_page(checkpoint, column)
+    return checkpoint
+
+
+def _overwrite_first_page(file: Path, column: str) -> None:
+    """Overwrite the header of the first data page of ``column`` in the parquet ``file``."""
+    row_group = pq.ParquetFile(file).metadata.row_group(0)
     chunk = next(
         row_group.column(i)
         for i in range(row_group.num_columns)
         if row_group.column(i).path_in_schema == column
     )
-    data = bytearray(checkpoint.read_bytes())
+    data = bytearray(file.read_bytes())
     data[chunk.data_page_offset : chunk.data_page_offset + 4] = b"\xff\xff\xff\xff"
-    checkpoint.write_bytes(bytes(data))
-    return checkpoint
+    file.write_bytes(bytes(data))
 
 
 @pytest.mark.parametrize("column", ["add.tags.key_value.key", "add.deletionVector.storageType"])
@@ -689,4 +694,40 @@ def test_a_checkpoint_string_that_is_not_utf8_is_refused(
             dt.snapshot().all_files().select("path").collect()
         with refused:
             dt.create_checkpoint()
+    assert log_bytes(table / "_delta_log") == before
+
+
+def _damaged_sidecar(table: Path) -> None:
+    sidecar = sorted((table / "_delta_log" / "_sidecars").glob("*.parquet"))[0]
+    _overwrite_first_page(sidecar, "add.tags.key_value.key")
+
+
+def _non_utf8_checkpoint(table: Path) -> None:
+    _with_non_utf8_add_path(table / "_delta_log" / "00000000000000000010.checkpoint.parquet")
+
+
+KEPT_CHECKPOINT_DAMAGE: dict[str, tuple[str, Callable[[Path], None]]] = {
+    "a sidecar's page overwritten": ("golden/v2-checkpoint-parquet", _damaged_sidecar),
+    "a string that is not UTF-8": ("golden/checkpoint", _non_utf8_checkpoint),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(KEPT_CHECKPOINT_DAMAGE))
+def test_cleanup_keeping_a_checkpoint_whose_values_do_not_decode_deletes_nothing(
+    spark: SparkSession, tmp_path: Path, damage: str
+) -> None:
+    """The kept checkpoint's every value must decode, its sidecars' too (a V2 checkpoint's
+    file actions live there; before, only the top-level file was read and the commits that a
+    reader needs to read around a damaged sidecar were deleted), and its strings must be
+    UTF-8: else DELTA_CORRUPT_LOG_FILE, with nothing deleted."""
+    relative, damaged = KEPT_CHECKPOINT_DAMAGE[damage]
+    table = tmp_path / "t"
+    shutil.copytree(CONFORMANCE / relative / "delta", table)
+    damaged(table)
+    age_log_files(table / "_delta_log")
+    before = log_bytes(table / "_delta_log")
+    dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
+    for dry_run in (True, False):
+        with pytest.raises(CorruptLogFileError, match=r"does not rebuild version|UTF-8"):
+            dt.cleanup_metadata(dry_run=dry_run)
     assert log_bytes(table / "_delta_log") == before
