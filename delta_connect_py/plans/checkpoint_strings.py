@@ -109,12 +109,13 @@ def first_not_utf8_column(columns: Mapping[str, tuple[Column, DataType]]) -> Col
     return first
 
 
-def not_utf8_error(file: str, version: int, column: str) -> CorruptLogFileError:
+def not_utf8_error(file: str, version: int, column: str | None) -> CorruptLogFileError:
     """``DELTA_CORRUPT_LOG_FILE`` for a ``file`` of the checkpoint of ``version`` whose
-    ``column`` holds a string that is not UTF-8."""
+    ``column`` (None: unknown) holds a string that is not UTF-8."""
     log_dir, separator, _ = file.rpartition("/_delta_log/")
+    where = "a value" if column is None else f"a value of its {column} column"
     return CorruptLogFileError(
         file=file,
         path=(log_dir + "/_delta_log") if separator else file,
-        reason=f"version {version}: a value of its {column} column is not valid UTF-8",
+        reason=f"version {version}: {where} is not valid UTF-8",
     )

@@ -129,7 +129,10 @@ class CheckpointFrames:
             found = _first_not_utf8(frame, self.version)
             if found is not None:
                 return found
-        raise AssertionError("no string that is not UTF-8 in the checkpoint's files")
+        # Counted, but not found again (the files changed in between): name the first file.
+        first = self.identity[0] if self.identity else None
+        file = first[0] if isinstance(first, tuple) else f"the checkpoint of version {self.version}"
+        return not_utf8_error(str(file), self.version, None)
 
     @property
     def has_sidecars(self) -> bool:
