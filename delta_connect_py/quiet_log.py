@@ -1,11 +1,12 @@
 """Telling, with no Spark job, that a table's log is still as a listing saw it.
 
 Responsibility: :class:`LogMark`, what a listing saw of how recent a log is (the newest
-modification time among its log files, and the server's clock when the listing ran), and
-:func:`unchanged_since`, one ``AnalyzePlan`` request and no Spark job that tells whether any log
-file was modified after a quiet mark's newest file (the driver lists ``_delta_log`` while
-analysing a ``binaryFile`` read, see ``plans.listing.log_file_names_modified_after``). The caches
-of snapshots and of history answer from a mark that is unchanged.
+modification time among its log files, which files have it, and the server's clock when the
+listing ran), and :func:`unchanged_since`, two ``AnalyzePlan`` requests and no Spark job that
+tell whether any log file was modified after a quiet mark's newest files and whether those are
+still there (the driver lists ``_delta_log`` while analysing a ``binaryFile`` read, see
+``plans.listing.log_file_names_modified_after``). The caches of snapshots and of history answer
+from a mark that is unchanged.
 
 Invariants:
 
@@ -14,9 +15,12 @@ Invariants:
   a later time (the margin covers stores whose times have whole seconds, S3's, and the driver's
   clock against the store's). A mark that is not quiet is never "unchanged": the caller lists.
 - A commit, a checkpoint, a rewritten file or a table deleted and recreated at the same path
-  writes newer files, and is seen. A deleted file is not (a cleanup leaves the latest state as
-  it was); a deleted ``_delta_log`` counts as changed. A file written with a time older than
-  the mark's newest (a copy that keeps its times) is not seen until the log is listed again.
+  writes newer files, and is seen. The second request asks for the mark's newest files
+  themselves (from a millisecond before their time): a log replaced by a copy that keeps older
+  times (a backup restored with ``cp -a`` or ``rsync -a``) has lost them, and is seen too. A
+  deleted older file is not (a cleanup leaves the latest state as it was); a deleted
+  ``_delta_log`` counts as changed. A file copied in beside the newest ones with an older time
+  is not seen until the log is listed again.
 """
 
 from __future__ import annotations
@@ -39,15 +43,18 @@ QUIET_LOG_MARGIN_MS = 5000
 
 @dataclass(frozen=True)
 class LogMark:
-    """The newest modification time among a listing's log files (0: none), and the server's
-    clock when that listing ran (None: unknown)."""
+    """The newest modification time among a listing's log files (0: none), the server's clock
+    when that listing ran (None: unknown), and the names of the log files of that newest time."""
 
     newest_modification_ms: int
     listed_at_ms: int | None
+    newest_names: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, listing: LogListing) -> LogMark:
-        return cls(listing.newest_modification_ms, listing.listed_at_ms)
+        newest = listing.newest_modification_ms
+        names = frozenset(f.name for f in listing.files if f.modification_time == newest)
+        return cls(newest, listing.listed_at_ms, names)
 
     @property
     def quiet(self) -> bool:
@@ -59,9 +66,24 @@ class LogMark:
 
 
 def unchanged_since(spark: SparkSession, log_dir: str, mark: LogMark) -> bool:
-    """Whether ``log_dir`` has no log file modified after ``mark``'s newest (one request, no
-    job); False without asking when ``mark`` is not quiet."""
+    """Whether ``log_dir`` has no log file modified after ``mark``'s newest, and still has the
+    mark's newest files with their time (two requests, no job); False without asking when
+    ``mark`` is not quiet."""
     if not mark.quiet:
         return False
-    names = log_file_names_modified_after(spark, log_dir, mark.newest_modification_ms)
-    return names is not None and not any(parse_log_file(name, 0, 0) is not None for name in names)
+    newest = mark.newest_modification_ms
+    newer = _log_file_names_modified_after(spark, log_dir, newest)
+    if newer != set():
+        return False
+    # No log file is newer: those from a millisecond before on have the newest time exactly.
+    still = _log_file_names_modified_after(spark, log_dir, newest - 1)
+    return still is not None and still == set(mark.newest_names)
+
+
+def _log_file_names_modified_after(
+    spark: SparkSession, log_dir: str, after_ms: int
+) -> set[str] | None:
+    names = log_file_names_modified_after(spark, log_dir, after_ms)
+    if names is None:
+        return None
+    return {name for name in names if parse_log_file(name, 0, 0) is not None}

@@ -304,8 +304,9 @@ def _cached_latest_version(table: TableLog, snapshot_partitions: int | None) -> 
 
 
 def _unchanged_latest(table: TableLog, snapshot_partitions: int | None) -> Snapshot | None:
-    """The cached latest snapshot when its log is quiet and no log file was modified after the
-    newest one it listed (one request, no job); None when that cannot be told this way."""
+    """The cached latest snapshot when its log is quiet, no log file was modified after the
+    newest ones it listed and those are still there (``quiet_log.unchanged_since``: two
+    requests, no job); None when that cannot be told this way."""
     if not caches(table):
         return None
     key = _key(table, None, snapshot_partitions)

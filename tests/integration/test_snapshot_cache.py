@@ -344,7 +344,13 @@ def test_a_young_log_is_listed_until_it_is_quiet(
 @pytest.mark.cluster
 @pytest.mark.parametrize(
     "change",
-    ["commit", "checkpoint", "recreated with the same file names", "log folder deleted"],
+    [
+        "commit",
+        "checkpoint",
+        "recreated with the same file names",
+        "restored from a copy with older times",
+        "log folder deleted",
+    ],
 )
 def test_a_change_to_a_quiet_log_is_seen(
     spark: Any, tmp_path: Path, listings: list[str], change: str
@@ -358,6 +364,13 @@ def test_a_change_to_a_quiet_log_is_seen(
         _append(root, 3)
     elif change == "checkpoint":
         RsDeltaTable(str(root)).create_checkpoint()
+    elif change == "restored from a copy with older times":
+        backup = tmp_path / "backup"
+        _new_table(backup)
+        _append(backup, 200)
+        _age_log(backup, seconds=7200)  # older than the quiet log's files
+        shutil.rmtree(root)
+        shutil.copytree(backup, root)  # keeps the times, as cp -a or rsync -a do
     elif change == "recreated with the same file names":
         _recreate(root, 2, first_id=100)
         assert sorted(p.name for p in (root / "_delta_log").glob("*.json")) == [

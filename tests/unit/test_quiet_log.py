@@ -18,7 +18,7 @@ def _listing(times: list[int], listed_at: int | None) -> LogListing:
 
 def test_the_mark_holds_the_newest_file_time_and_the_listing_clock() -> None:
     mark = LogMark.of(_listing([5_000, 9_000, 7_000], listed_at=20_000))
-    assert mark == LogMark(9_000, 20_000)
+    assert mark == LogMark(9_000, 20_000, frozenset({"00000000000000000001.json"}))
 
 
 def test_a_mark_is_quiet_only_a_margin_after_its_newest_file() -> None:
