@@ -2,11 +2,11 @@
 
 Responsibility: :class:`LogMark`, what a listing saw of how recent a log is (the newest
 modification time among its log files, which files have it, and the server's clock when the
-listing ran), and :func:`unchanged_since`, two ``AnalyzePlan`` requests and no Spark job that
-tell whether any log file was modified after a quiet mark's newest files and whether those are
-still there (the driver lists ``_delta_log`` while analysing a ``binaryFile`` read, see
-``plans.listing.log_file_names_modified_after``). The caches of snapshots and of history answer
-from a mark that is unchanged.
+listing ran), and :func:`unchanged_since`, two ``AnalyzePlan`` requests sent at once and no
+Spark job that tell whether any log file was modified after a quiet mark's newest files and
+whether those are still there (the driver lists ``_delta_log`` while analysing a ``binaryFile``
+read, see ``plans.listing.log_file_names_modified_after``). The caches of snapshots and of
+history answer from a mark that is unchanged.
 
 Invariants:
 
@@ -25,6 +25,7 @@ Invariants:
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from delta_connect_py.plans.listing import LogListing
+
+#: Sends one of ``unchanged_since``'s two requests while the caller's thread sends the other.
+_LOOKS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="delta-connect-quiet-log")
 
 #: How long after the newest log file's modification a listing must have run for a later look
 #: for newer files alone to tell that nothing changed.
@@ -72,12 +76,13 @@ def unchanged_since(spark: SparkSession, log_dir: str, mark: LogMark) -> bool:
     if not mark.quiet:
         return False
     newest = mark.newest_modification_ms
-    newer = _log_file_names_modified_after(spark, log_dir, newest)
-    if newer != set():
-        return False
-    # No log file is newer: those from a millisecond before on have the newest time exactly.
+    # Both requests at once: each is a round trip and a listing on the driver, and the answer
+    # of an unchanged log is what a notebook waits for most often.
+    newer_look = _LOOKS.submit(_log_file_names_modified_after, spark, log_dir, newest)
     still = _log_file_names_modified_after(spark, log_dir, newest - 1)
-    return still is not None and still == set(mark.newest_names)
+    newer = newer_look.result()
+    # No log file newer: those from a millisecond before on have the newest time exactly.
+    return newer == set() and still == set(mark.newest_names)
 
 
 def _log_file_names_modified_after(
