@@ -18,7 +18,7 @@ from delta_connect_py.plans.checkpoint_strings import first_not_utf8_column, not
 pytestmark = pytest.mark.integration
 
 
-def _strings(values: list[bytes | None]) -> pa.Array:
+def strings_as_given(values: list[bytes | None]) -> pa.Array:
     """A string array of ``values`` as they are (pyarrow checks no UTF-8 this way)."""
     raw = pa.array(values, pa.binary())
     return pa.Array.from_buffers(pa.string(), len(raw), raw.buffers(), raw.null_count)
@@ -35,18 +35,19 @@ E_ACUTE = "é".encode()  # two bytes: a valid pair, each half invalid alone
 
 
 def _table() -> pa.Table:
-    plain = _strings([b"ok", b"x\xff", b"ok", None])
+    plain = strings_as_given([b"ok", b"x\xff", b"ok", None])
     # Row 2: the halves of one character in two elements (valid if joined without a separator).
     in_list = _list_of(
-        _strings([b"a", b"b", b"c", b"d", E_ACUTE[:1], E_ACUTE[1:], b"e", b"f"]), [2, 2, 2, 2]
+        strings_as_given([b"a", b"b", b"c", b"d", E_ACUTE[:1], E_ACUTE[1:], b"e", b"f"]),
+        [2, 2, 2, 2],
     )
-    keys = _strings([b"k", b"k", b"k", b"k\xc3"])
-    values = _strings([b"v", b"v", b"v", b"v"])
+    keys = strings_as_given([b"k", b"k", b"k", b"k\xc3"])
+    values = strings_as_given([b"v", b"v", b"v", b"v"])
     as_map = pa.MapArray.from_arrays(pa.array([0, 1, 2, 3, 4], pa.int32()), keys, values)
     nested = pa.StructArray.from_arrays(
         [
             _list_of(
-                pa.StructArray.from_arrays([_strings([b"n", b"n", b"n", b"n"])], ["s"]),
+                pa.StructArray.from_arrays([strings_as_given([b"n", b"n", b"n", b"n"])], ["s"]),
                 [1, 1, 1, 1],
             )
         ],

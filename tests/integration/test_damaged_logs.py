@@ -41,6 +41,7 @@ from tests.checkpoint_paths import checkpoint_files
 from tests.conftest import CONFORMANCE, log_bytes
 from tests.fuzz import damaged_logs as fuzz
 from tests.integration.test_checkpoint import age_log_files
+from tests.integration.test_checkpoint_strings import strings_as_given
 
 LONG_COMMITS = MAX_FILES_FOR_JSON_SOURCE + 8
 DAMAGED_VERSION = 12
@@ -658,10 +659,7 @@ def _with_non_utf8_add_path(checkpoint: Path) -> None:
     raw = [None if path is None else path.encode() for path in add.field("path").to_pylist()]
     first = next(i for i, path in enumerate(raw) if path)
     raw[first] = raw[first][:-1] + b"\xff"
-    as_binary = pa.array(raw, pa.binary())
-    not_utf8 = pa.Array.from_buffers(
-        pa.string(), len(as_binary), as_binary.buffers(), as_binary.null_count
-    )
+    not_utf8 = strings_as_given(raw)
     fields = [not_utf8 if f.name == "path" else add.field(f.name) for f in add.type]
     damaged = pa.StructArray.from_arrays(fields, fields=list(add.type), mask=add.is_null())
     pq.write_table(
