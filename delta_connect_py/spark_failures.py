@@ -35,6 +35,7 @@ from delta_connect_py.errors import (
     StorageAccessDeniedError,
 )
 from delta_connect_py.plans.action_lines import corrupt_line_error
+from delta_connect_py.plans.checkpoint_strings import not_utf8_failure
 from delta_connect_py.worker.failures import decode_worker_failure
 
 if TYPE_CHECKING:
@@ -141,6 +142,12 @@ def _invalid_action_line(
     exc: BaseException, text: str, spark: SparkSession | None
 ) -> DeltaError | None:
     return corrupt_line_error(text)
+
+
+def _checkpoint_string_not_utf8(
+    exc: BaseException, text: str, spark: SparkSession | None
+) -> DeltaError | None:
+    return not_utf8_failure(text)
 
 
 def _unavailable(exc: BaseException, text: str, spark: SparkSession | None) -> DeltaError | None:
@@ -250,6 +257,7 @@ _Classifier = Callable[[BaseException, str, "SparkSession | None"], "DeltaError 
 _CLASSIFIERS: tuple[_Classifier, ...] = (
     _worker_error,
     _invalid_action_line,
+    _checkpoint_string_not_utf8,
     _unavailable,
     _session_gone,
     _python_mismatch,

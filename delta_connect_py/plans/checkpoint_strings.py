@@ -3,7 +3,9 @@
 Responsibility: the Spark column that tells whether a checkpoint row holds a string that is not
 valid UTF-8, for any action column's type; the error naming the first such file and column, as
 counted by a job that reads the rows anyway (``CheckpointFrames.check_readable``; the observed
-metrics of the replay of a small checkpoint, ``plans.replay``).
+metrics of the replay of a small checkpoint, ``plans.replay``), or raised by the query that
+reads them (``refused_if_not_utf8``: a checkpoint writer's, the replay of a checkpoint's non-file
+rows) and decoded from Spark's failure (``not_utf8_failure``).
 
 Why: Spark's parquet reader keeps a string's bytes as they are, so a damaged or miswritten
 checkpoint string reaches the client as bytes that Python cannot decode (a raw
@@ -21,7 +23,8 @@ which Delta's action columns do not need. A null value holds no invalid string.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING
 
@@ -31,7 +34,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructTy
 from delta_connect_py.errors import CorruptLogFileError
 
 if TYPE_CHECKING:
-    from pyspark.sql import Column
+    from pyspark.sql import Column, DataFrame
 
 #: Joins an array's or a map's strings for one test; ASCII, so it ends any multi-byte sequence.
 _SEPARATOR = "\n"
@@ -119,3 +122,62 @@ def not_utf8_error(file: str, version: int, column: str | None) -> CorruptLogFil
         path=(log_dir + "/_delta_log") if separator else file,
         reason=f"version {version}: {where} is not valid UTF-8",
     )
+
+
+#: Marks the failure ``refused_if_not_utf8`` raises, so the client can tell it from any other.
+MARKER = "DELTA_CONNECT_NOT_UTF8"
+_FIELD_END = " \u241e "
+_RAISED = re.compile(
+    re.escape(MARKER + _FIELD_END)
+    + r"(.*?)"
+    + re.escape(_FIELD_END)
+    + r"(\d+)"
+    + re.escape(_FIELD_END)
+    + r"(\w+)"
+    + re.escape(_FIELD_END),
+    re.DOTALL,
+)
+#: A column reference as Spark prints a plan's expressions (``_metadata#795878``).
+_EXPRESSION_TEXT = re.compile(r"#\d+")
+
+
+def columns_of(
+    frame: DataFrame, names: Sequence[str] | None = None
+) -> dict[str, tuple[Column, DataType]]:
+    """``frame``'s top-level columns (those of ``names`` it has; default all) as
+    ``any_not_utf8`` and ``first_not_utf8_column`` take them."""
+    fields = [f for f in frame.schema.fields if names is None or f.name in names]
+    return {f.name: (F.col(f"`{f.name}`"), f.dataType) for f in fields}
+
+
+def refused_if_not_utf8(
+    rows: DataFrame, version: int, columns: Sequence[str], file: Column
+) -> DataFrame:
+    """``rows`` of the checkpoint of ``version``, failing the query that reads them at the
+    first row whose ``columns`` hold a string that is not UTF-8, with a message naming the
+    row's ``file`` and the column, which ``not_utf8_failure`` decodes. For queries that read
+    those columns anyway and whose failures reach our error handling: the test costs no job."""
+    column = first_not_utf8_column(columns_of(rows, columns))
+    if column is None:
+        return rows
+    message = F.concat(
+        F.lit(MARKER + _FIELD_END),
+        file,
+        F.lit(f"{_FIELD_END}{version}{_FIELD_END}"),
+        column,
+        F.lit(_FIELD_END),
+    )
+    refused = F.raise_error(message).cast("boolean")
+    return rows.where(F.when(column.isNull(), F.lit(True)).otherwise(refused))
+
+
+def not_utf8_failure(text: str) -> CorruptLogFileError | None:
+    """The ``DELTA_CORRUPT_LOG_FILE`` a ``refused_if_not_utf8`` failure in ``text`` stands for;
+    None when ``text`` holds none."""
+    found = _RAISED.search(text)
+    if found is None:
+        return None
+    file, version, column = found.groups()
+    if _EXPRESSION_TEXT.search(file):
+        return None  # the message's expression, printed by another failure of the plan
+    return not_utf8_error(file, int(version), column)

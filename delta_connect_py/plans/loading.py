@@ -29,15 +29,17 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyspark.sql.connect.functions as F
-from pyspark.sql.types import DataType, StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from delta_connect_py.connections import session_key
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.plans.action_lines import checked_version, text_problem
 from delta_connect_py.plans.checkpoint_strings import (
     any_not_utf8,
+    columns_of,
     first_not_utf8_column,
     not_utf8_error,
+    refused_if_not_utf8,
 )
 from delta_connect_py.plans.file_keys import is_file_action
 from delta_connect_py.plans.spark import (
@@ -82,6 +84,8 @@ if TYPE_CHECKING:
 COMMIT_SPARK_SCHEMA = spark_schema(COMMIT_SCHEMA)
 STATE_SPARK_SCHEMA = spark_schema(STATE_SCHEMA)
 COMMIT_VERSION_PATTERN = r"(\d+)(\.compacted)?\.json$"
+#: The state columns of file actions.
+FILE_ACTIONS = ("add", "remove")
 #: Lines starting so hold one action that is not part of the table state.
 NON_STATE_LINE_PREFIXES = ('{"commitInfo"', '{"cdc"')
 
@@ -141,23 +145,46 @@ class CheckpointFrames:
 
     def all_rows(self) -> DataFrame:
         """Every row, conformed to the state columns and tagged with version and source file:
-        a small checkpoint replayed with the commits after it."""
-        return union_all([conformed_state_rows(frame, self.version) for frame in self.frames])
+        a small checkpoint replayed with the commits after it. A query reading them fails on a
+        non-file action holding a string that is not UTF-8 (the replay's Python worker decodes
+        those; a file action's strings it passes on as they are)."""
+        return union_all(
+            [
+                self._refusing_not_utf8_non_file_actions(conformed_state_rows(frame, self.version))
+                for frame in self.frames
+            ]
+        )
 
     def non_file_rows(self) -> DataFrame:
         """Rows holding neither an add nor a remove path, conformed to the state columns and
         tagged with version and source file; their (pathless) add and remove are left out, so
-        the scan reads no file action's fields but the paths it filters on."""
+        the scan reads no file action's fields but the paths it filters on. A query reading
+        them fails on a string that is not UTF-8 (``refused_if_not_utf8``)."""
         no_file_actions = {
-            name: F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType) for name in ("add", "remove")
+            name: F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType) for name in FILE_ACTIONS
         }
         return union_all(
             [
-                conformed_state_rows(frame.where(~is_file_action()), self.version).withColumns(
-                    no_file_actions
-                )
+                self._refusing_not_utf8_non_file_actions(
+                    conformed_state_rows(frame.where(~is_file_action()), self.version)
+                ).withColumns(no_file_actions)
                 for frame in self.frames
             ]
+        )
+
+    def _refusing_not_utf8_non_file_actions(self, rows: DataFrame) -> DataFrame:
+        """Conformed ``rows`` failing the query at a non-file action holding a string that is
+        not UTF-8 (``refused_if_not_utf8``)."""
+        non_file = [name for name in STATE_SPARK_SCHEMA.fieldNames() if name not in FILE_ACTIONS]
+        return refused_if_not_utf8(rows, self.version, non_file, F.col(FILE_COLUMN))
+
+    def file_rows_refusing_not_utf8(self) -> tuple[DataFrame, ...]:
+        """``frames``, each failing the query that reads it at the first file action (``add``
+        or ``remove``) holding a string that is not UTF-8 (``refused_if_not_utf8``): for a
+        checkpoint writer, which reads those columns in full anyway."""
+        return tuple(
+            refused_if_not_utf8(frame, self.version, FILE_ACTIONS, F.col("_metadata.file_path"))
+            for frame in self.frames
         )
 
 
@@ -165,19 +192,15 @@ def _every_value_read(frame: DataFrame) -> DataFrame:
     """One row: how many values ``frame`` holds, and how many rows hold a string that is not
     UTF-8. Reads every page of every column."""
     values = reduce(operator.add, [F.count(F.col(f"`{c}`")) for c in frame.columns])
-    not_utf8 = any_not_utf8(_columns_of(frame))
+    not_utf8 = any_not_utf8(columns_of(frame))
     rows = F.lit(0) if not_utf8 is None else F.count_if(not_utf8)
     return frame.select(values.alias("values"), rows.alias("not_utf8"))
-
-
-def _columns_of(frame: DataFrame) -> dict[str, tuple[Column, DataType]]:
-    return {f.name: (F.col(f"`{f.name}`"), f.dataType) for f in frame.schema.fields}
 
 
 def _first_not_utf8(frame: DataFrame, version: int) -> CorruptLogFileError | None:
     """The error naming the first file and column of ``frame`` holding a string that is not
     UTF-8; None when none does."""
-    column = first_not_utf8_column(_columns_of(frame))
+    column = first_not_utf8_column(columns_of(frame))
     if column is None:
         return None
     found = (

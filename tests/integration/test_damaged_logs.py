@@ -651,19 +651,19 @@ def test_cleanup_keeps_every_sidecar_when_a_kept_checkpoint_file_is_unreadable(
     assert dt.snapshot().state == state
 
 
-def _with_non_utf8_add_path(checkpoint: Path) -> None:
-    """Rewrite ``checkpoint`` with one byte of its first add's path replaced by 0xFF (no UTF-8:
-    Spark's parquet reader keeps the bytes as they are)."""
+def _with_non_utf8_string(checkpoint: Path, action: str = "add", field: str = "path") -> None:
+    """Rewrite ``checkpoint`` with the last byte of its first ``action``'s ``field`` replaced by
+    0xFF (no UTF-8: Spark's parquet reader keeps the bytes as they are)."""
     table = pq.read_table(checkpoint)
-    add = table.column("add").combine_chunks()
-    raw = [None if path is None else path.encode() for path in add.field("path").to_pylist()]
-    first = next(i for i, path in enumerate(raw) if path)
+    column = table.column(action).combine_chunks()
+    raw = [None if value is None else value.encode() for value in column.field(field).to_pylist()]
+    first = next(i for i, value in enumerate(raw) if value)
     raw[first] = raw[first][:-1] + b"\xff"
     not_utf8 = strings_as_given(raw)
-    fields = [not_utf8 if f.name == "path" else add.field(f.name) for f in add.type]
-    damaged = pa.StructArray.from_arrays(fields, fields=list(add.type), mask=add.is_null())
+    fields = [not_utf8 if f.name == field else column.field(f.name) for f in column.type]
+    damaged = pa.StructArray.from_arrays(fields, fields=list(column.type), mask=column.is_null())
     pq.write_table(
-        table.set_column(table.schema.get_field_index("add"), "add", damaged), checkpoint
+        table.set_column(table.schema.get_field_index(action), action, damaged), checkpoint
     )
 
 
@@ -678,7 +678,7 @@ def test_a_checkpoint_string_that_is_not_utf8_is_refused(
     table = tmp_path / "t"
     shutil.copytree(CONFORMANCE / "golden" / "checkpoint" / "delta", table)
     checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
-    _with_non_utf8_add_path(checkpoint)
+    _with_non_utf8_string(checkpoint)
     before = log_bytes(table / "_delta_log")
     refused = pytest.raises(CorruptLogFileError, match=rf"{checkpoint.name}.*add column.*UTF-8")
     with checkpoint_files(joined):
@@ -695,13 +695,35 @@ def test_a_checkpoint_string_that_is_not_utf8_is_refused(
     assert log_bytes(table / "_delta_log") == before
 
 
+@pytest.mark.parametrize("joined", [False, True], ids=["replayed", "joined"])
+def test_a_checkpoint_transaction_that_is_not_utf8_is_refused(
+    spark: SparkSession, tmp_path: Path, joined: bool
+) -> None:
+    """A checkpoint's txn appId that is not UTF-8 is DELTA_CORRUPT_LOG_FILE naming the file and
+    the column, whether the checkpoint is replayed with the commits or only its non-file rows
+    are, at ``transactions()`` and at ``create_checkpoint``, which writes nothing."""
+    table = tmp_path / "t"
+    shutil.copytree(CONFORMANCE / "kernel" / "app-txn-checkpoint" / "delta", table)
+    checkpoint = table / "_delta_log" / "00000000000000000001.checkpoint.parquet"
+    _with_non_utf8_string(checkpoint, "txn", "appId")
+    before = log_bytes(table / "_delta_log")
+    refused = pytest.raises(CorruptLogFileError, match=rf"{checkpoint.name}.*txn column.*UTF-8")
+    with checkpoint_files(joined):
+        dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
+        with refused:
+            dt.create_checkpoint()
+        with refused:
+            dt.snapshot().transactions()
+    assert log_bytes(table / "_delta_log") == before
+
+
 def _damaged_sidecar(table: Path) -> None:
     sidecar = sorted((table / "_delta_log" / "_sidecars").glob("*.parquet"))[0]
     _overwrite_first_page(sidecar, "add.tags.key_value.key")
 
 
 def _non_utf8_checkpoint(table: Path) -> None:
-    _with_non_utf8_add_path(table / "_delta_log" / "00000000000000000010.checkpoint.parquet")
+    _with_non_utf8_string(table / "_delta_log" / "00000000000000000010.checkpoint.parquet")
 
 
 KEPT_CHECKPOINT_DAMAGE: dict[str, tuple[str, Callable[[Path], None]]] = {
