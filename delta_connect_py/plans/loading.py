@@ -763,11 +763,18 @@ def with_file_action_columns(frame: DataFrame) -> DataFrame:
     return frame.withColumns(missing) if missing else frame
 
 
-def sidecar_paths(frame: DataFrame, log_dir: str) -> list[str]:
-    """Sidecar files a (possibly V2) checkpoint references, as paths Spark can read."""
+def sidecar_paths(frame: DataFrame, version: int, log_dir: str) -> list[str]:
+    """Sidecar files a (possibly V2) checkpoint of ``version`` references, as paths Spark can
+    read (a name that is not UTF-8: ``DELTA_CORRUPT_LOG_FILE``)."""
     if "sidecar" not in struct_fields(frame.schema):
         return []
-    rows = collect(frame.where(F.col("sidecar.path").isNotNull()).select("sidecar.path"))
+    sidecars = refused_if_not_utf8(
+        frame.where(F.col("sidecar.path").isNotNull()),
+        version,
+        ["sidecar"],
+        F.col("_metadata.file_path"),
+    )
+    rows = collect(sidecars.select("sidecar.path"))
     return [_sidecar_location(row["path"], log_dir) for row in rows]
 
 
@@ -801,7 +808,7 @@ def checkpoint_frames(
     assert checkpoint is not None
     top_level = read_checkpoint_files(spark, checkpoint.files)
     frames = [top_level]
-    sidecars = sidecar_paths(top_level, log_dir)
+    sidecars = sidecar_paths(top_level, checkpoint.version, log_dir)
     if sidecars:
         # Sidecars are named by a UUID: a path names one content.
         escaped = [escape_glob(path) for path in sidecars]

@@ -27,6 +27,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from delta_connect_py.errors import CorruptLogFileError, StateRecoverError
 from delta_connect_py.plans.action_lines import invalid_line_reason
+from delta_connect_py.plans.checkpoint_strings import refused_if_not_utf8
 from delta_connect_py.plans.loading import (
     BYTES_PER_FILTERED_READ_TASK,
     commit_lines,
@@ -43,7 +44,14 @@ from delta_connect_py.plans.spark import (
     strict_reader,
     union_all,
 )
-from delta_connect_py.protocol.actions import METADATA, PROTOCOL, VERSION_COLUMN, Metadata, Protocol
+from delta_connect_py.protocol.actions import (
+    FILE_COLUMN,
+    METADATA,
+    PROTOCOL,
+    VERSION_COLUMN,
+    Metadata,
+    Protocol,
+)
 from delta_connect_py.protocol.filenames import LogFileKind
 from delta_connect_py.worker.log_files import CommitLinesRead, PmLinesScan
 
@@ -303,16 +311,20 @@ def _log_rows(spark: SparkSession, segment: LogSegment, log_dir: str) -> DataFra
     if segment.checkpoint is not None:
         # Sidecars hold only file actions: the top-level checkpoint file(s) suffice.
         top = read_checkpoint_files(spark, segment.checkpoint.files)
-        state = conformed_state_rows(top, segment.checkpoint.version)
-        frames.append(state.select("protocol", "metaData", VERSION_COLUMN, ict))
+        state = conformed_state_rows(top, segment.checkpoint.version).where(_is_pm())
+        pm = refused_if_not_utf8(
+            state, segment.checkpoint.version, ["protocol", "metaData"], F.col(FILE_COLUMN)
+        )
+        frames.append(pm.select("protocol", "metaData", VERSION_COLUMN, ict))
     if segment.commits:
         frames.append(_commit_pm_rows(spark, segment))
     rows = union_all(frames)
-    return rows.where(
-        F.col("protocol.minReaderVersion").isNotNull()
-        | F.col("metaData.id").isNotNull()
-        | F.col("ict").isNotNull()
-    )
+    return rows.where(_is_pm() | F.col("ict").isNotNull())
+
+
+def _is_pm() -> Column:
+    """Whether a row holds a protocol or a metadata action."""
+    return F.col("protocol.minReaderVersion").isNotNull() | F.col("metaData.id").isNotNull()
 
 
 def protocol_and_metadata(

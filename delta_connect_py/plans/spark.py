@@ -341,9 +341,16 @@ def materialize_observed(
     when the server returned none."""
     observed = df.observe(_OBSERVATION, *aggregations)
     kept = materialize(observed, hints, reads_files)
-    info = observed.executionInfo
+    return kept, observed_metrics(observed.executionInfo)
+
+
+def observed_metrics(info: Any) -> dict[str, Any] | None:
+    """The metrics of ``materialize_observed``'s observation in a DataFrame's
+    ``executionInfo``; None when the server returned none, or none at all: a Spark server
+    waits only 100 ms for a job's observed metrics (``Observation.getRowOrEmpty``), which a
+    listener bus behind on a busy driver misses, and then sends them empty."""
     metrics = dict(info.flows).get(_OBSERVATION) if info is not None else None
-    return kept, metrics
+    return metrics or None
 
 
 _OBSERVATION = "delta_connect_py_observed"

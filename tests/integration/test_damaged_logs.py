@@ -717,6 +717,52 @@ def test_a_checkpoint_transaction_that_is_not_utf8_is_refused(
     assert log_bytes(table / "_delta_log") == before
 
 
+V2_PARQUET = CONFORMANCE / "golden" / "v2-checkpoint-parquet" / "delta"
+
+
+@pytest.mark.parametrize(
+    ("action", "field", "commits_kept"),
+    [("sidecar", "path", True), ("metaData", "id", False)],
+    ids=["a sidecar's name", "the metadata without the commits"],
+)
+def test_a_checkpoint_action_read_for_the_snapshot_that_is_not_utf8_is_refused(
+    spark: SparkSession, tmp_path: Path, action: str, field: str, commits_kept: bool
+) -> None:
+    """A string that is not UTF-8 in a checkpoint action the client itself reads (a sidecar's
+    name; the protocol or metadata when no commit can stand in for them) is
+    DELTA_CORRUPT_LOG_FILE naming the file and the column, not a UnicodeDecodeError from the
+    client's conversion of the rows."""
+    table = tmp_path / "t"
+    shutil.copytree(V2_PARQUET, table)
+    log = table / "_delta_log"
+    checkpoint = next(log.glob("*.checkpoint.*.parquet"))
+    _with_non_utf8_string(checkpoint, action, field)
+    if not commits_kept:
+        for version in (0, 1):
+            (log / f"{version:020d}.json").unlink()
+    before = log_bytes(log)
+    refused = pytest.raises(CorruptLogFileError, match=rf"{checkpoint.name}.*{action} column")
+    dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
+    with refused:
+        dt.snapshot().state  # noqa: B018
+    with refused:
+        dt.create_checkpoint()
+    assert log_bytes(log) == before
+
+
+def test_a_checkpoint_metadata_that_is_not_utf8_is_read_around_with_the_commits(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    expected = _live_files(DeltaTable.for_path(spark, str(V2_PARQUET)).snapshot())
+    table = tmp_path / "t"
+    shutil.copytree(V2_PARQUET, table)
+    _with_non_utf8_string(
+        next((table / "_delta_log").glob("*.checkpoint.*.parquet")), "metaData", "id"
+    )
+    dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
+    assert _live_files(dt.snapshot()) == expected
+
+
 def _damaged_sidecar(table: Path) -> None:
     sidecar = sorted((table / "_delta_log" / "_sidecars").glob("*.parquet"))[0]
     _overwrite_first_page(sidecar, "add.tags.key_value.key")
