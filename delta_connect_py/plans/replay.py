@@ -528,8 +528,11 @@ def reconstruct(
         actions.reads_with_spark_sources,
         check_strings=actions.checkpoint is not None,
     )
-    if observed is not None and observed.not_utf8_rows and actions.checkpoint is not None:
-        raise actions.checkpoint.not_utf8_error()
+    if actions.checkpoint is not None:
+        if observed is None:  # not counted: the checkpoint's strings are tested by a job
+            actions.checkpoint.check_readable()
+        elif observed.not_utf8_rows:
+            raise actions.checkpoint.not_utf8_error()
     return ReconstructedState(
         checkpoint=None,
         replayed=replayed,

@@ -36,6 +36,7 @@ from delta_connect_py.errors import (
     FileReferencedNotFoundError,
     PartitionColumnNotFoundError,
 )
+from delta_connect_py.plans import spark as spark_plans
 from delta_connect_py.plans.loading import MAX_FILES_FOR_JSON_SOURCE
 from tests.checkpoint_paths import checkpoint_files
 from tests.conftest import CONFORMANCE, log_bytes
@@ -693,6 +694,26 @@ def test_a_checkpoint_string_that_is_not_utf8_is_refused(
         with refused:
             dt.create_checkpoint()
     assert log_bytes(table / "_delta_log") == before
+
+
+def test_without_observed_metrics_a_replayed_checkpoint_is_still_counted_and_tested(
+    spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that sends no observed metrics for the replay of a small checkpoint with its
+    commits (a busy driver sends them empty): the state is queried, and a job tests the
+    checkpoint's strings, which the replay would have counted."""
+    source = CONFORMANCE / "golden" / "checkpoint" / "delta"
+    expected = DeltaTable.for_path(spark, str(source), snapshot_cache=False).snapshot().state
+    monkeypatch.setattr(spark_plans, "observed_metrics", lambda info: None)
+    assert DeltaTable.for_path(spark, str(source), snapshot_cache=False).snapshot().state == (
+        expected
+    )
+    table = tmp_path / "t"
+    shutil.copytree(source, table)
+    checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    _with_non_utf8_string(checkpoint)
+    with pytest.raises(CorruptLogFileError, match=rf"{checkpoint.name}.*add column.*UTF-8"):
+        _ = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot().state
 
 
 @pytest.mark.parametrize("joined", [False, True], ids=["replayed", "joined"])
