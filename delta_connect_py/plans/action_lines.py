@@ -42,6 +42,7 @@ import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StructType
 
 from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.plans.raised_failures import raised, raised_fields
 from delta_connect_py.protocol.actions import FILE_COLUMN, VERSION_COLUMN
 from delta_connect_py.worker.line_checks import (
     FREE_FORM_PREFIX,
@@ -72,9 +73,8 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "domainMetadata": ("domain", "configuration", "removed"),
 }
 
-#: Marks the failure ``raise_error`` raises, so the client can tell it from any other.
+#: Marks the failure ``checked_version`` raises, so the client can tell it from any other.
 MARKER = "DELTA_CONNECT_INVALID_ACTION_LINE"
-SEPARATOR = " \u241e "
 
 
 def text_problem(value: Column) -> Column:
@@ -129,31 +129,11 @@ def checked_version(value: Column, problem: Column, action: Column, schema: Stru
     """The line's ``version`` column, failing the query on the first invalid line with a
     message ``corrupt_line_error`` decodes."""
     reason = invalid_line_reason(problem, action, schema)
-    message = F.concat(
-        F.lit(MARKER + SEPARATOR),
-        F.col(FILE_COLUMN),
-        F.lit(SEPARATOR),
-        reason,
-        F.lit(SEPARATOR),
-        F.substring(value, 1, QUOTED_LINE_CHARS),
-        F.lit(SEPARATOR),
-    )
-    version = F.col(VERSION_COLUMN)
-    return F.when(reason.isNull(), version).otherwise(F.raise_error(message).cast("long"))
+    line = F.substring(value, 1, QUOTED_LINE_CHARS)
+    failure = raised(MARKER, F.col(FILE_COLUMN), reason, line).cast("long")
+    return F.when(reason.isNull(), F.col(VERSION_COLUMN)).otherwise(failure)
 
 
-_RAISED = re.compile(
-    re.escape(MARKER + SEPARATOR)
-    + "(.*?)"
-    + re.escape(SEPARATOR)
-    + "(.*?)"
-    + re.escape(SEPARATOR)
-    + "(.*?)"
-    + re.escape(SEPARATOR),
-    re.DOTALL,
-)
-#: A column reference as Spark prints a plan's expressions (``_file#795878``).
-_EXPRESSION_TEXT = re.compile(r"#\d+")
 _COMMIT_VERSION = re.compile(r"(\d+)(?:\.\d+)?(?:\.compacted)?\.json$")
 #: A V2 checkpoint in JSON form, ``<version>.checkpoint.<uuid>.json``.
 _CHECKPOINT_VERSION = re.compile(r"^(\d+)\.checkpoint\.[^/]*\.json$")
@@ -162,12 +142,10 @@ _CHECKPOINT_VERSION = re.compile(r"^(\d+)\.checkpoint\.[^/]*\.json$")
 def corrupt_line_error(text: str) -> CorruptLogFileError | None:
     """The ``DELTA_CORRUPT_LOG_FILE`` a ``valid_action_lines`` failure in ``text`` stands
     for; None when ``text`` holds none."""
-    found = _RAISED.search(text)
-    if found is None:
+    fields = raised_fields(MARKER, 3, text)
+    if fields is None:
         return None
-    file, reason, line = found.groups()
-    if _EXPRESSION_TEXT.search(file):
-        return None  # the message's expression, printed by another failure of the plan
+    file, reason, line = fields
     name = file.rpartition("/_delta_log/")[2]
     version = _CHECKPOINT_VERSION.search(name) or _COMMIT_VERSION.search(name)
     return corrupt_line(file, int(version.group(1)) if version else None, reason, line)

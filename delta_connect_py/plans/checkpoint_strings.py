@@ -23,7 +23,6 @@ which Delta's action columns do not need. A null value holds no invalid string.
 from __future__ import annotations
 
 import operator
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from functools import reduce
 from typing import TYPE_CHECKING
@@ -32,6 +31,7 @@ import pyspark.sql.connect.functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
 from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.plans.raised_failures import raised, raised_fields
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
@@ -126,19 +126,6 @@ def not_utf8_error(file: str, version: int, column: str | None) -> CorruptLogFil
 
 #: Marks the failure ``refused_if_not_utf8`` raises, so the client can tell it from any other.
 MARKER = "DELTA_CONNECT_NOT_UTF8"
-_FIELD_END = " \u241e "
-_RAISED = re.compile(
-    re.escape(MARKER + _FIELD_END)
-    + r"(.*?)"
-    + re.escape(_FIELD_END)
-    + r"(\d+)"
-    + re.escape(_FIELD_END)
-    + r"(\w+)"
-    + re.escape(_FIELD_END),
-    re.DOTALL,
-)
-#: A column reference as Spark prints a plan's expressions (``_metadata#795878``).
-_EXPRESSION_TEXT = re.compile(r"#\d+")
 
 
 def columns_of(
@@ -160,24 +147,15 @@ def refused_if_not_utf8(
     column = first_not_utf8_column(columns_of(rows, columns))
     if column is None:
         return rows
-    message = F.concat(
-        F.lit(MARKER + _FIELD_END),
-        file,
-        F.lit(f"{_FIELD_END}{version}{_FIELD_END}"),
-        column,
-        F.lit(_FIELD_END),
-    )
-    refused = F.raise_error(message).cast("boolean")
+    refused = raised(MARKER, file, F.lit(str(version)), column).cast("boolean")
     return rows.where(F.when(column.isNull(), F.lit(True)).otherwise(refused))
 
 
 def not_utf8_failure(text: str) -> CorruptLogFileError | None:
     """The ``DELTA_CORRUPT_LOG_FILE`` a ``refused_if_not_utf8`` failure in ``text`` stands for;
     None when ``text`` holds none."""
-    found = _RAISED.search(text)
-    if found is None:
+    fields = raised_fields(MARKER, 3, text)
+    if fields is None or not fields[1].isdigit():
         return None
-    file, version, column = found.groups()
-    if _EXPRESSION_TEXT.search(file):
-        return None  # the message's expression, printed by another failure of the plan
+    file, version, column = fields
     return not_utf8_error(file, int(version), column)

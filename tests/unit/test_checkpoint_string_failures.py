@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.plans.checkpoint_strings import MARKER, not_utf8_failure
+from delta_connect_py.plans.raised_failures import SEPARATOR
 
 FILE = "file:/data/my table/_delta_log/00000000000000000010.checkpoint.parquet"
-SEPARATOR = " \u241e "
 
 
 def test_the_raised_message_names_the_file_the_version_and_the_column() -> None:
