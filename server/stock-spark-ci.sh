@@ -55,7 +55,7 @@ server_pin="pyspark[connect]==$line.*"
 # createDataFrame (every listing), observed metrics (update() + state, create_checkpoint), CDF,
 # history, the checkpoint schemas the client states (Spark's own inference), and the failures
 # each line words its own way (an unreachable server after the client's retries, a cast, a
-# missing file system, a refused write). The conformance tests run whole.
+# missing file system, a refused write, a query's own raise_error). The conformance tests run whole.
 # Left out for time: the polling loop without checkpoints, and the longest CDF stream test.
 subset=(
     tests/conformance
@@ -67,6 +67,7 @@ subset=(
     tests/integration/test_snapshot.py::test_update_after_a_longer_transaction_retention_keeps_the_transaction
     tests/integration/test_checkpoint.py::test_a_single_file_checkpoint_observes_the_state_it_writes
     tests/integration/test_checkpoint.py::test_without_observed_metrics_the_state_query_counts_the_checkpoint
+    tests/integration/test_damaged_logs.py::test_a_checkpoint_transaction_that_is_not_utf8_is_refused
     tests/integration/test_cdf.py
     tests/integration/test_history.py
     tests/integration/test_snapshot_cache.py::test_a_quiet_unchanged_log_is_answered_without_listing_it
