@@ -4,8 +4,9 @@ Responsibility: the message a failing expression (``raise_error``) carries, a ma
 fields, and the fields read back from Spark's error text, which may hold the message among
 much else (the stage, the task, a stack trace).
 
-Invariants: fields are separated by a character no log file's path or Delta action name holds
-(U+241E); a message whose first field holds a plan's column reference (``_file#12``) is the
+Invariants: fields are separated by U+241E between spaces, which log paths and Delta's texts
+are not expected to hold (a field holding it would be read cut short, never as another
+marker's); a message whose first field holds a plan's column reference (``_file#12``) is the
 expression itself, printed by another failure of the plan, and is not decoded.
 """
 
