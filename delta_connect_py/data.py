@@ -80,7 +80,7 @@ from delta_connect_py.protocol.properties import (
     PHYSICAL_NAME_KEY,
     column_mapping_mode,
 )
-from delta_connect_py.spark_failures import caused_by, translate_server_error
+from delta_connect_py.spark_failures import MISSING_PATH, caused_by, translate_server_error
 from delta_connect_py.table_schema import (
     no_metadata,
     partition_fields,
@@ -121,7 +121,6 @@ FIELD_ID_READ_CONF = "spark.sql.parquet.fieldId.read.enabled"
 FILE_KEY = "_dcp_file"
 ROW_INDEX = "_dcp_row_index"
 _SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
-_MISSING_PATH = re.compile(r"Path does not exist: (\S+?)\.?(?:\s|$)")
 
 
 @dataclass(frozen=True)
@@ -527,7 +526,7 @@ def _missing_file_error(exc: Exception, table_root: str, locations: Sequence[str
     text = str(exc)
     if "PATH_NOT_FOUND" not in text:
         return translate_server_error(exc)
-    match = _MISSING_PATH.search(text)
+    match = MISSING_PATH.search(text)
     missing = match.group(1) if match else None
     by_key = {file_key(location): location for location in locations}
     if missing is not None:

@@ -74,8 +74,10 @@ _REFUSED_PATH = re.compile(
     r"(?:Mkdirs failed to create |Cannot (?:delete|create|open|write) file '?|"
     r"Permission denied: '?)([^\s']+)"
 )
-#: A file gone between the listing (or the plan's analysis) and the read.
-_PATH_NOT_FOUND = re.compile(r"\[PATH_NOT_FOUND\] Path does not exist: (\S+?)\.?(?:\s|$)")
+#: A file gone between the listing (or the plan's analysis) and the read: Spark's message
+#: ends its path with a period, then its SQL state or the line's end (a path may hold spaces).
+MISSING_PATH = re.compile(r"Path does not exist: (.+?)\.?(?= SQLSTATE:|\n|$)")
+_PATH_NOT_FOUND = re.compile(r"\[PATH_NOT_FOUND\] " + MISSING_PATH.pattern)
 _FILE_NOT_EXIST = re.compile(
     r"\[FAILED_READ_FILE\.FILE_NOT_EXIST\] Encountered error while reading file (.+?)\. File"
 )

@@ -226,6 +226,20 @@ def test_missing_data_file_raises_a_delta_error_naming_it(
     assert raised.value.getErrorClass() == "DELTA_FILE_NOT_FOUND_DETAILED"
 
 
+@pytest.mark.worker_errors
+def test_a_missing_data_file_whose_path_holds_spaces_is_named_whole(
+    spark: Any, conformance_table: Any
+) -> None:
+    """delta-spark writes a timestamp partition's directory with a space in it: the error names
+    the whole path, not its part before the space."""
+    root = conformance_table("golden/data-reader-partition-values/delta")
+    victim = next(f for f in sorted(root.rglob("*.parquet")) if " " in str(f.relative_to(root)))
+    victim.unlink()
+    with pytest.raises(FileReferencedNotFoundError) as raised:
+        DeltaTable.for_path(spark, str(root)).snapshot().to_df().collect()
+    assert str(victim.relative_to(root)) in str(raised.value)
+
+
 def test_columns_and_filter_select_rows(spark: Any, conformance_table: Any) -> None:
     root = conformance_table("golden/dv-partitioned-with-checkpoint/delta")
     snapshot = DeltaTable.for_path(spark, str(root)).snapshot()

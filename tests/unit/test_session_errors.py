@@ -260,3 +260,13 @@ def test_a_log_file_deleted_after_the_listing() -> None:
     assert isinstance(error, ServerFileNotFoundError)
     assert error.message_parameters["file"] == "file:/t/_delta_log/00000000000000000005.json"
     assert "DeltaTable.snapshot()" in str(error)
+
+
+def test_a_missing_file_whose_path_holds_spaces_is_named_whole() -> None:
+    text = (
+        "[PATH_NOT_FOUND] Path does not exist: file:/t/ts=2024-02-29 23%3A59%3A59/part-0.parquet."
+        " SQLSTATE: 42K03\n\nJVM stacktrace:\norg.apache.spark.sql.AnalysisException"
+    )
+    error = translate_server_error(RuntimeError(text))
+    assert isinstance(error, ServerFileNotFoundError)
+    assert error.message_parameters["file"] == "file:/t/ts=2024-02-29 23%3A59%3A59/part-0.parquet"
