@@ -69,10 +69,10 @@ _ACCESS_DENIED = re.compile(
     r"(Mkdirs failed to create [^\s]+|Read-only file system|Permission denied|"
     r"AccessDenied(?:Exception)?[^\n]*|Operation not permitted)"
 )
-#: The file a refusal names, where the text gives one.
+#: The file a refusal names, where the text gives one (a quoted one whole, spaces and all).
 _REFUSED_PATH = re.compile(
-    r"(?:Mkdirs failed to create |Cannot (?:delete|create|open|write) file '?|"
-    r"Permission denied: '?)([^\s']+)"
+    r"(?:Mkdirs failed to create |Cannot (?:delete|create|open|write) file |Permission denied: )"
+    r"(?:'([^']+)'|([^\s']+))"
 )
 #: A file gone between the listing (or the plan's analysis) and the read: Spark's message
 #: ends its path with a period, then its SQL state or the line's end (a path may hold spaces).
@@ -82,8 +82,8 @@ _FILE_NOT_EXIST = re.compile(
     r"\[FAILED_READ_FILE\.FILE_NOT_EXIST\] Encountered error while reading file (.+?)\. File"
 )
 _FILE_NOT_FOUND = re.compile(
-    r"(?:java\.io\.FileNotFoundException|FileNotFoundError)[:\s]+(?:File |\[Errno 2\][^']*')?"
-    r"([^\s']+)"
+    r"(?:java\.io\.FileNotFoundException|FileNotFoundError)[:\s]+"
+    r"(?:File (.+?) does not exist|\[Errno 2\][^']*'([^']+)'|([^\s']+))"
 )
 _SESSION_GONE = re.compile(
     r"\[(INVALID_HANDLE\.(?:SESSION_CHANGED|SESSION_NOT_FOUND|SESSION_CLOSED)|"
@@ -236,7 +236,7 @@ def _access_denied(exc: BaseException, text: str, spark: SparkSession | None) ->
     if found is None:
         return None
     refused = _REFUSED_PATH.search(text)
-    path = refused.group(1) if refused else "the table"
+    path = _matched(refused) if refused else "the table"
     return StorageAccessDeniedError(path=path, reason=_one_line(found.group(0)))
 
 
@@ -249,9 +249,14 @@ def _file_not_found(exc: BaseException, text: str, spark: SparkSession | None) -
         found = pattern.search(text)
         if found is not None:
             return ServerFileNotFoundError(
-                file=found.group(1), reason=reason or _one_line(found.group(0))
+                file=_matched(found), reason=reason or _one_line(found.group(0))
             )
     return None
+
+
+def _matched(found: re.Match[str]) -> str:
+    """The group of ``found`` that matched, of a pattern whose alternatives each have one."""
+    return next(group for group in found.groups() if group is not None)
 
 
 _Classifier = Callable[[BaseException, str, "SparkSession | None"], "DeltaError | None"]

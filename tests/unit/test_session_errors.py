@@ -262,11 +262,25 @@ def test_a_log_file_deleted_after_the_listing() -> None:
     assert "DeltaTable.snapshot()" in str(error)
 
 
-def test_a_missing_file_whose_path_holds_spaces_is_named_whole() -> None:
-    text = (
-        "[PATH_NOT_FOUND] Path does not exist: file:/t/ts=2024-02-29 23%3A59%3A59/part-0.parquet."
-        " SQLSTATE: 42K03\n\nJVM stacktrace:\norg.apache.spark.sql.AnalysisException"
-    )
+SPACED = "/t/ts=2024-02-29 23%3A59%3A59/part-0.parquet"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"[PATH_NOT_FOUND] Path does not exist: file:{SPACED}. SQLSTATE: 42K03\n\nJVM stacktrace:",
+        f"java.io.FileNotFoundException: File file:{SPACED} does not exist\n\tat org.apache",
+        f"FileNotFoundError: [Errno 2] No such file or directory: '{SPACED}'",
+    ],
+    ids=["Spark", "Hadoop", "Python"],
+)
+def test_a_missing_file_whose_path_holds_spaces_is_named_whole(text: str) -> None:
     error = translate_server_error(RuntimeError(text))
     assert isinstance(error, ServerFileNotFoundError)
-    assert error.message_parameters["file"] == "file:/t/ts=2024-02-29 23%3A59%3A59/part-0.parquet"
+    assert error.message_parameters["file"].endswith(SPACED)
+
+
+def test_a_refused_file_whose_quoted_path_holds_spaces_is_named_whole() -> None:
+    error = translate_server_error(RuntimeError(f"PermissionError: Permission denied: '{SPACED}'"))
+    assert isinstance(error, StorageAccessDeniedError)
+    assert error.message_parameters["path"] == SPACED
