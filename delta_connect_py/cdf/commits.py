@@ -13,8 +13,10 @@ error); every snapshot made here is checked to be readable.
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 import pyspark.sql.connect.functions as F
@@ -92,14 +94,9 @@ def commits_for_range(
 
 def _action_frame(spark: SparkSession, files: Sequence[LogFile]) -> DataFrame:
     frame = read_commits(spark, files)
-    present = (
-        F.col("add.path").isNotNull()
-        | F.col("remove.path").isNotNull()
-        | F.col("cdc.path").isNotNull()
-        | F.col("commitInfo").isNotNull()
-        | F.col("metaData.id").isNotNull()
-        | F.col("protocol.minReaderVersion").isNotNull()
-    )
+    # Whole actions, not their required fields: a line is checked as its row is read, and an
+    # action missing its path must reach the check (DELTA_CORRUPT_LOG_FILE), not be skipped.
+    present = reduce(operator.or_, [F.col(name).isNotNull() for name in _ACTION_COLUMNS])
     return frame.where(present).select(
         "version",
         F.monotonically_increasing_id().alias("_order"),

@@ -696,6 +696,23 @@ def test_a_checkpoint_string_that_is_not_utf8_is_refused(
     assert log_bytes(table / "_delta_log") == before
 
 
+@pytest.mark.parametrize(("version", "action"), [(1, "add"), (3, "cdc")])
+def test_a_change_data_action_without_its_path_is_refused_not_skipped(
+    spark: SparkSession, tmp_path: Path, version: int, action: str
+) -> None:
+    """The change data feed reads every action of its commits through the line checks: one
+    whose path key is damaged is DELTA_CORRUPT_LOG_FILE naming the commit, not a row less."""
+    table = tmp_path / "t"
+    shutil.copytree(CONFORMANCE / "delta-rs" / "cdc_ict_table" / "delta", table)
+    commit = table / "_delta_log" / f"{version:020d}.json"
+    lines = commit.read_text().splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith(f'{{"{action}"'))
+    lines[first] = lines[first].replace('"path"', '"patx"', 1)
+    commit.write_text("\n".join(lines) + "\n")
+    with pytest.raises(CorruptLogFileError, match=rf"{commit.name}.*{action} action has no path"):
+        DeltaTable.for_path(spark, str(table)).load_cdf(0).count()
+
+
 def test_without_observed_metrics_a_replayed_checkpoint_is_still_counted_and_tested(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
