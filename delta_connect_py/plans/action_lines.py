@@ -73,6 +73,12 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "domainMetadata": ("domain", "configuration", "removed"),
 }
 
+#: Fields a deletion vector descriptor must have (non-null) where an add or a remove has one;
+#: ``offset`` is optional (an inline vector has none).
+DELETION_VECTOR_REQUIRED_FIELDS = ("storageType", "pathOrInlineDv", "sizeInBytes", "cardinality")
+#: Actions that may carry a deletion vector descriptor.
+WITH_DELETION_VECTORS = ("add", "remove")
+
 #: Marks the failure ``checked_version`` raises, so the client can tell it from any other.
 MARKER = "DELTA_CONNECT_INVALID_ACTION_LINE"
 
@@ -111,7 +117,26 @@ def invalid_line_reason(problem: Column, action: Column, schema: StructType) -> 
                     & action.getField(name).getField(field).isNull()
                 )
                 reasons.append((missing, f"its {name} action has no {field}"))
+    reasons += _deletion_vector_reasons(action, schema)
     return _first_reason(reasons)
+
+
+def _deletion_vector_reasons(action: Column, schema: StructType) -> list[tuple[Column, str]]:
+    """Why an add's or a remove's deletion vector descriptor is not one: a required field
+    missing (a reader would drop the vector, or key the file wrongly)."""
+    reasons: list[tuple[Column, str]] = []
+    for name in WITH_DELETION_VECTORS:
+        present = schema[name].dataType if name in schema.fieldNames() else None
+        if not isinstance(present, StructType) or "deletionVector" not in present.fieldNames():
+            continue
+        descriptor_type = present["deletionVector"].dataType
+        assert isinstance(descriptor_type, StructType)
+        descriptor = action.getField(name).getField("deletionVector")
+        for field in DELETION_VECTOR_REQUIRED_FIELDS:
+            if field in descriptor_type.fieldNames():
+                missing = descriptor.isNotNull() & descriptor.getField(field).isNull()
+                reasons.append((missing, f"its {name} action's deletionVector has no {field}"))
+    return reasons
 
 
 def _first_reason(reasons: Sequence[tuple[Column, Column | str]]) -> Column:

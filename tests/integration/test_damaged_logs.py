@@ -713,6 +713,28 @@ def test_a_change_data_action_without_its_path_is_refused_not_skipped(
         DeltaTable.for_path(spark, str(table)).load_cdf(0).count()
 
 
+@pytest.mark.parametrize("field", ["storageType", "pathOrInlineDv", "cardinality"])
+def test_a_deletion_vector_missing_a_required_field_is_refused(
+    spark: SparkSession, tmp_path: Path, field: str
+) -> None:
+    """A descriptor without its storage type was read as no deletion vector (50 rows for 47),
+    one without its path keyed the file apart from its later remove (the file live twice):
+    DELTA_CORRUPT_LOG_FILE naming the commit, for the state and the rows."""
+    table = tmp_path / "t"
+    shutil.copytree(CONFORMANCE / "golden" / "log-replay-dv-key-cases" / "delta", table)
+    commit = table / "_delta_log" / f"{1:020d}.json"
+    actions = [json.loads(line) for line in commit.read_text().splitlines()]
+    damaged = next(a for a in actions if "add" in a and a["add"].get("deletionVector"))
+    del damaged["add"]["deletionVector"][field]
+    commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    refused = rf"{commit.name}.*deletionVector has no {field}"
+    dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
+    with pytest.raises(CorruptLogFileError, match=refused):
+        _ = dt.snapshot().state
+    with pytest.raises(CorruptLogFileError, match=refused):
+        dt.snapshot().to_df().count()
+
+
 def test_without_observed_metrics_a_replayed_checkpoint_is_still_counted_and_tested(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
