@@ -165,13 +165,15 @@ def is_read_compatible(
         return bool(old == new) or (widen_types and is_type_widening(old, new))
 
     def struct_ok(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-        old_fields = {f["name"].lower(): f for f in old["fields"]}
-        new_names = {f["name"].lower() for f in new["fields"]}
-        if len(old_fields) != len(old["fields"]) or len(new_names) != len(new["fields"]):
+        # A metaData without schemaString has the empty schema ({}: no fields).
+        old_list, new_list = old.get("fields", []), new.get("fields", [])
+        old_fields = {f["name"].lower(): f for f in old_list}
+        new_names = {f["name"].lower() for f in new_list}
+        if len(old_fields) != len(old_list) or len(new_names) != len(new_list):
             return False  # duplicate names (delta-spark raises); never readable
         if not set(old_fields) <= new_names:
             return False  # a column was dropped
-        for field in new["fields"]:
+        for field in new_list:
             before = old_fields.get(field["name"].lower())
             if before is not None and not (
                 before["name"] == field["name"]

@@ -117,6 +117,13 @@ def test_partition_column_changes_count_only_under_column_mapping() -> None:
 # ------------------------------------------------------------------------ read compatibility
 
 
+def test_the_empty_schema_of_a_metadata_without_schema_string_is_compared_as_no_columns() -> None:
+    some = _struct(_field("a"))
+    assert is_read_compatible({}, {}, forbid_tighten_nullability=True)
+    assert is_read_compatible({}, some, forbid_tighten_nullability=True)
+    assert not is_read_compatible(some, {}, forbid_tighten_nullability=True)
+
+
 def test_read_compatibility_allows_only_added_columns_and_same_types() -> None:
     base = _struct(_field("a"), _field("b", "string"))
     assert is_read_compatible(
