@@ -641,8 +641,11 @@ def read_parquet(
 
 
 #: Spark's failures to read a parquet footer, which name no file (the footers of a schema
-#: merge are read in a job of their own): a damaged footer, a file that is not parquet.
-_UNREADABLE_FOOTER = re.compile(r"FileMetaData|footer|not a Parquet file", re.IGNORECASE)
+#: merge are read in a job of their own): a damaged footer, a file that is not parquet, a
+#: footer whose Spark schema names a column twice (one bit of a field's name flipped).
+_UNREADABLE_FOOTER = re.compile(
+    r"FileMetaData|footer|not a Parquet file|COLUMN_ALREADY_EXISTS", re.IGNORECASE
+)
 
 
 @contextmanager

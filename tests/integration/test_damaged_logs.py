@@ -735,6 +735,23 @@ def test_a_deletion_vector_missing_a_required_field_is_refused(
         dt.snapshot().to_df().count()
 
 
+def test_a_sidecar_footer_naming_a_column_twice_is_a_corrupt_log_file(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """One bit of the Spark schema a sidecar's footer keeps turns ``pathOrInlineDv`` into
+    ``PathOrInlineDv``: Spark refuses the file's schema (COLUMN_ALREADY_EXISTS, naming no
+    file); DELTA_CORRUPT_LOG_FILE naming the sidecars, not a raw AnalysisException."""
+    table = tmp_path / "t"
+    shutil.copytree(V2_PARQUET, table)
+    sidecar = sorted((table / "_delta_log" / "_sidecars").glob("*.parquet"))[0]
+    data = bytearray(sidecar.read_bytes())
+    at = data.rindex(b'"name":"pathOrInlineDv"') + len(b'"name":"')
+    data[at] ^= 0x20
+    sidecar.write_bytes(bytes(data))
+    with pytest.raises(CorruptLogFileError, match=r"_sidecars/.*COLUMN_ALREADY_EXISTS"):
+        _ = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot().state
+
+
 def test_without_observed_metrics_a_replayed_checkpoint_is_still_counted_and_tested(
     spark: SparkSession, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
