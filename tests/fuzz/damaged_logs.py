@@ -182,7 +182,9 @@ def ours(spark: Any, table: Path, read: str, version: int | None = None) -> Outc
             return Outcome(value=dt.load_cdf(0).count())
         snapshot = dt.snapshot(version=version)
         rows = snapshot.all_files().select("path").collect()
-        files = frozenset(_normalised(row["path"]) for row in rows)
+        # A multiset: a path live twice (with two deletion vectors) counts twice, as in
+        # num_of_files and in delta-rs's add actions.
+        files = tuple(sorted(_normalised(row["path"]) for row in rows))
         if len(files) != snapshot.state.num_of_files:
             return Outcome(error="the state's num_of_files differs from its live files")
         return Outcome(value=(snapshot.version, files))
@@ -203,7 +205,7 @@ def theirs(table: Path, read: str) -> Outcome:
         if read == CDF:
             return Outcome(value=dt.load_cdf(starting_version=0).read_all().num_rows)
         paths = dt.get_add_actions(flatten=True).column("path").to_pylist()
-        return Outcome(value=(dt.version(), frozenset(_normalised(p) for p in paths)))
+        return Outcome(value=(dt.version(), tuple(sorted(_normalised(p) for p in paths))))
     except BaseException as exc:  # delta-rs raises pyo3 panics as BaseException
         if isinstance(exc, KeyboardInterrupt):
             raise
