@@ -178,15 +178,6 @@ class CheckpointFrames:
         non_file = [name for name in STATE_SPARK_SCHEMA.fieldNames() if name not in FILE_ACTIONS]
         return refused_if_not_utf8(rows, self.version, non_file, F.col(FILE_COLUMN))
 
-    def file_rows_refusing_not_utf8(self) -> tuple[DataFrame, ...]:
-        """``frames``, each failing the query that reads it at the first file action (``add``
-        or ``remove``) holding a string that is not UTF-8 (``refused_if_not_utf8``): for a
-        checkpoint writer, which reads those columns in full anyway."""
-        return tuple(
-            refused_if_not_utf8(frame, self.version, FILE_ACTIONS, F.col("_metadata.file_path"))
-            for frame in self.frames
-        )
-
 
 def _every_value_read(frame: DataFrame) -> DataFrame:
     """One row: how many values ``frame`` holds, and how many rows hold a string that is not

@@ -237,27 +237,19 @@ class ReconstructedState:
         found = collect(files.agg(F.max(_key_not_plain()).alias("found")))[0]["found"]
         return dataclasses.replace(self, plain_keys=not found)  # no file actions: plain
 
-    def rows(
-        self,
-        config: ReplayConfig,
-        stats_parsed: StructType | None = None,
-        refuse_not_utf8: bool = False,
-    ) -> DataFrame:
+    def rows(self, config: ReplayConfig, stats_parsed: StructType | None = None) -> DataFrame:
         """The state: one action per row as a checkpoint holds it, tombstones retained per
         ``config``.
 
         With ``stats_parsed`` (a checkpoint writer's type of ``add.stats_parsed``), a last column
         ``PARSED_STATS_COLUMN`` holds the ``add.stats_parsed`` of rows read from a checkpoint
         that wrote exactly that type, else null: the typed stats of a live file read from the
-        previous checkpoint need not be parsed again. With ``refuse_not_utf8``, a query reading
-        the rows fails on a checkpoint's file action holding a string that is not UTF-8
-        (``CheckpointFrames.file_rows_refusing_not_utf8``; the replayed rows were tested as
-        they were read).
+        previous checkpoint need not be parsed again.
         """
         replayed = self._replayed_rows()
         if stats_parsed is not None:  # replayed adds come from commits: nothing typed to reuse
             replayed = replayed.withColumn(PARSED_STATS_COLUMN, F.lit(None).cast(stats_parsed))
-        untouched = self._checkpoint_untouched(stats_parsed, refuse_not_utf8)
+        untouched = self._checkpoint_untouched(stats_parsed)
         return union_all([*untouched, replayed]).where(retained(config))
 
     def carries_stats_parsed(self, stats_parsed: StructType) -> bool:
@@ -398,21 +390,16 @@ class ReconstructedState:
         canonical keys, exact whatever the keys are."""
         return _JoinKeys(self.table_root, bool(self.plain_keys))
 
-    def _checkpoint_untouched(
-        self, stats_parsed: StructType | None = None, refuse_not_utf8: bool = False
-    ) -> list[DataFrame]:
-        """The checkpoint's file actions no replayed action has the key of (see the module);
-        ``refuse_not_utf8``: see ``rows``."""
+    def _checkpoint_untouched(self, stats_parsed: StructType | None = None) -> list[DataFrame]:
+        """The checkpoint's file actions no replayed action has the key of (see the module)."""
         if self.checkpoint is None:
             return []
         join_keys = self._join_keys()
         keys = join_keys.of_replayed(union_all(self._layers()), self.replayed_bytes)
-        frames = (
-            self.checkpoint.file_rows_refusing_not_utf8()
-            if refuse_not_utf8
-            else self.checkpoint.frames
-        )
-        return [_unreplayed_files(frame, keys, join_keys, stats_parsed) for frame in frames]
+        return [
+            _unreplayed_files(frame, keys, join_keys, stats_parsed)
+            for frame in self.checkpoint.frames
+        ]
 
     def non_file_rows(self, config: ReplayConfig) -> DataFrame:
         """The state's rows holding neither an add nor a remove, retained per ``config``: all
