@@ -229,6 +229,18 @@ class CorruptLogFileError(DeltaError):
     )
 
 
+def checkpoint_value_not_utf8(file: str, version: int, column: str | None) -> CorruptLogFileError:
+    """``DELTA_CORRUPT_LOG_FILE`` for a ``file`` of the checkpoint of ``version`` whose
+    ``column`` (None: unknown) holds a string that is not UTF-8."""
+    log_dir, separator, _ = file.rpartition("/_delta_log/")
+    where = "a value" if column is None else f"a value of its {column} column"
+    return CorruptLogFileError(
+        file=file,
+        path=(log_dir + "/_delta_log") if separator else file,
+        reason=f"version {version}: {where} is not valid UTF-8",
+    )
+
+
 class ServerEnvironmentError(DeltaError):
     error_class = "DELTA_CONNECT_SERVER_ENVIRONMENT"
     template = "{message}"

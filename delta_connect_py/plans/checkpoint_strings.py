@@ -4,8 +4,9 @@ Responsibility: the Spark column that tells whether a checkpoint row holds a str
 valid UTF-8, for any action column's type; the error naming the first such file and column, as
 counted by a job that reads the rows anyway (``CheckpointFrames.check_readable``; the observed
 metrics of the replay of a small checkpoint, ``plans.replay``), or raised by the query that
-reads them (``refused_if_not_utf8``: a checkpoint writer's, the replay of a checkpoint's non-file
-rows) and decoded from Spark's failure (``not_utf8_failure``).
+reads them (``refused_if_not_utf8``: rows the client collects itself) and decoded from Spark's
+failure (``not_utf8_failure``). The replay's Python worker refuses a non-file action's string
+itself (``worker.replay``), as it decodes them.
 
 Why: Spark's parquet reader keeps a string's bytes as they are, so a damaged or miswritten
 checkpoint string reaches the client as bytes that Python cannot decode (a raw
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING
 import pyspark.sql.connect.functions as F
 from pyspark.sql.types import ArrayType, DataType, MapType, StringType, StructType
 
-from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.errors import CorruptLogFileError, checkpoint_value_not_utf8
 from delta_connect_py.plans.raised_failures import raised, raised_fields
 
 if TYPE_CHECKING:
@@ -115,13 +116,7 @@ def first_not_utf8_column(columns: Mapping[str, tuple[Column, DataType]]) -> Col
 def not_utf8_error(file: str, version: int, column: str | None) -> CorruptLogFileError:
     """``DELTA_CORRUPT_LOG_FILE`` for a ``file`` of the checkpoint of ``version`` whose
     ``column`` (None: unknown) holds a string that is not UTF-8."""
-    log_dir, separator, _ = file.rpartition("/_delta_log/")
-    where = "a value" if column is None else f"a value of its {column} column"
-    return CorruptLogFileError(
-        file=file,
-        path=(log_dir + "/_delta_log") if separator else file,
-        reason=f"version {version}: {where} is not valid UTF-8",
-    )
+    return checkpoint_value_not_utf8(file, version, column)
 
 
 #: Marks the failure ``refused_if_not_utf8`` raises, so the client can tell it from any other.
@@ -142,8 +137,9 @@ def refused_if_not_utf8(
 ) -> DataFrame:
     """``rows`` of the checkpoint of ``version``, failing the query that reads them at the
     first row whose ``columns`` hold a string that is not UTF-8, with a message naming the
-    row's ``file`` and the column, which ``not_utf8_failure`` decodes. For queries that read
-    those columns anyway and whose failures reach our error handling: the test costs no job."""
+    row's ``file`` and the column, which ``not_utf8_failure`` decodes. For the few rows a
+    client reads itself (a checkpoint's sidecar names, its protocol and metadata), whose
+    conversion to Python would otherwise fail with a raw ``UnicodeDecodeError``."""
     column = first_not_utf8_column(columns_of(rows, columns))
     if column is None:
         return rows

@@ -84,8 +84,6 @@ if TYPE_CHECKING:
 COMMIT_SPARK_SCHEMA = spark_schema(COMMIT_SCHEMA)
 STATE_SPARK_SCHEMA = spark_schema(STATE_SCHEMA)
 COMMIT_VERSION_PATTERN = r"(\d+)(\.compacted)?\.json$"
-#: The state columns of file actions.
-FILE_ACTIONS = ("add", "remove")
 #: Lines starting so hold one action that is not part of the table state.
 NON_STATE_LINE_PREFIXES = ('{"commitInfo"', '{"cdc"')
 
@@ -145,38 +143,24 @@ class CheckpointFrames:
 
     def all_rows(self) -> DataFrame:
         """Every row, conformed to the state columns and tagged with version and source file:
-        a small checkpoint replayed with the commits after it. A query reading them fails on a
-        non-file action holding a string that is not UTF-8 (the replay's Python worker decodes
-        those; a file action's strings it passes on as they are)."""
-        return union_all(
-            [
-                self._refusing_not_utf8_non_file_actions(conformed_state_rows(frame, self.version))
-                for frame in self.frames
-            ]
-        )
+        a small checkpoint replayed with the commits after it."""
+        return union_all([conformed_state_rows(frame, self.version) for frame in self.frames])
 
     def non_file_rows(self) -> DataFrame:
         """Rows holding neither an add nor a remove path, conformed to the state columns and
         tagged with version and source file; their (pathless) add and remove are left out, so
-        the scan reads no file action's fields but the paths it filters on. A query reading
-        them fails on a string that is not UTF-8 (``refused_if_not_utf8``)."""
+        the scan reads no file action's fields but the paths it filters on."""
         no_file_actions = {
-            name: F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType) for name in FILE_ACTIONS
+            name: F.lit(None).cast(STATE_SPARK_SCHEMA[name].dataType) for name in ("add", "remove")
         }
         return union_all(
             [
-                self._refusing_not_utf8_non_file_actions(
-                    conformed_state_rows(frame.where(~is_file_action()), self.version)
-                ).withColumns(no_file_actions)
+                conformed_state_rows(frame.where(~is_file_action()), self.version).withColumns(
+                    no_file_actions
+                )
                 for frame in self.frames
             ]
         )
-
-    def _refusing_not_utf8_non_file_actions(self, rows: DataFrame) -> DataFrame:
-        """Conformed ``rows`` failing the query at a non-file action holding a string that is
-        not UTF-8 (``refused_if_not_utf8``)."""
-        non_file = [name for name in STATE_SPARK_SCHEMA.fieldNames() if name not in FILE_ACTIONS]
-        return refused_if_not_utf8(rows, self.version, non_file, F.col(FILE_COLUMN))
 
 
 def _every_value_read(frame: DataFrame) -> DataFrame:

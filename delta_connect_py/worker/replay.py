@@ -24,7 +24,11 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from delta_connect_py.errors import LogFileOutsideTableError
+from delta_connect_py.errors import (
+    CorruptLogFileError,
+    LogFileOutsideTableError,
+    checkpoint_value_not_utf8,
+)
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
 from delta_connect_py.protocol.paths import canonical_path
 from delta_connect_py.worker.failures import WorkerFailure
@@ -241,6 +245,34 @@ def _chunk_without_data_change(struct: pa.StructArray) -> pa.StructArray:
     return pa.StructArray.from_arrays(children, fields=list(struct.type), mask=struct.is_null())
 
 
+def _decoded_rows(rows: pa.Table) -> list[dict[str, Any]]:
+    """The state columns of ``rows`` as Python values. A string that is not UTF-8 (from a
+    checkpoint: Spark's parquet reader passes its bytes on) is ``DELTA_CORRUPT_LOG_FILE``
+    naming its file and column, not a ``UnicodeDecodeError``."""
+    names = [f.name for f in STATE_SCHEMA]
+    try:
+        decoded: list[dict[str, Any]] = rows.select(names).to_pylist()
+    except UnicodeDecodeError:
+        raise WorkerFailure(_first_not_utf8(rows, names)) from None
+    return decoded
+
+
+def _first_not_utf8(rows: pa.Table, names: list[str]) -> CorruptLogFileError:
+    """The error naming the file and column of the first of ``rows`` (a few non-file actions)
+    holding a string that is not UTF-8."""
+    for index in range(rows.num_rows):
+        row = rows.slice(index, 1)
+        for name in names:
+            try:
+                row[name].to_pylist()
+            except UnicodeDecodeError:
+                file, version = row[FILE_COLUMN][0].as_py(), row[VERSION_COLUMN][0].as_py()
+                return checkpoint_value_not_utf8(file, version, name)
+    return checkpoint_value_not_utf8(
+        rows[FILE_COLUMN][0].as_py(), rows[VERSION_COLUMN][0].as_py(), None
+    )
+
+
 def replay_non_file_actions(rows: pa.Table, config: ReplayConfig) -> pa.Table:
     """Latest protocol and metaData, txn per appId, domainMetadata per domain."""
     if rows.num_rows == 0:
@@ -250,7 +282,7 @@ def replay_non_file_actions(rows: pa.Table, config: ReplayConfig) -> pa.Table:
     latest: dict[str, Any] = {}
     transactions: dict[str, Any] = {}
     domains: dict[str, Any] = {}
-    for row in ordered.select([f.name for f in STATE_SCHEMA]).to_pylist():
+    for row in _decoded_rows(ordered):
         if row["protocol"] is not None:
             latest["protocol"] = row["protocol"]
         if row["metaData"] is not None:
