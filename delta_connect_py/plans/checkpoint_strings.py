@@ -113,12 +113,6 @@ def first_not_utf8_column(columns: Mapping[str, tuple[Column, DataType]]) -> Col
     return first
 
 
-def not_utf8_error(file: str, version: int, column: str | None) -> CorruptLogFileError:
-    """``DELTA_CORRUPT_LOG_FILE`` for a ``file`` of the checkpoint of ``version`` whose
-    ``column`` (None: unknown) holds a string that is not UTF-8."""
-    return checkpoint_value_not_utf8(file, version, column)
-
-
 #: Marks the failure ``refused_if_not_utf8`` raises, so the client can tell it from any other.
 MARKER = "DELTA_CONNECT_NOT_UTF8"
 
@@ -154,4 +148,4 @@ def not_utf8_failure(text: str) -> CorruptLogFileError | None:
     if fields is None or not fields[1].isdigit():
         return None
     file, version, column = fields
-    return not_utf8_error(file, int(version), column)
+    return checkpoint_value_not_utf8(file, int(version), column)

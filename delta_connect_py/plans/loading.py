@@ -32,13 +32,12 @@ import pyspark.sql.connect.functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from delta_connect_py.connections import session_key
-from delta_connect_py.errors import CorruptLogFileError
+from delta_connect_py.errors import CorruptLogFileError, checkpoint_value_not_utf8
 from delta_connect_py.plans.action_lines import checked_version, text_problem
 from delta_connect_py.plans.checkpoint_strings import (
     any_not_utf8,
     columns_of,
     first_not_utf8_column,
-    not_utf8_error,
     refused_if_not_utf8,
 )
 from delta_connect_py.plans.file_keys import is_file_action
@@ -134,7 +133,7 @@ class CheckpointFrames:
         # Counted, but not found again (the files changed in between): name the first file.
         first = self.identity[0] if self.identity else None
         file = first[0] if isinstance(first, tuple) else f"the checkpoint of version {self.version}"
-        return not_utf8_error(str(file), self.version, None)
+        return checkpoint_value_not_utf8(str(file), self.version, None)
 
     @property
     def has_sidecars(self) -> bool:
@@ -178,13 +177,15 @@ def _first_not_utf8(frame: DataFrame, version: int) -> CorruptLogFileError | Non
     column = first_not_utf8_column(columns_of(frame))
     if column is None:
         return None
-    found = (
+    first = (
         frame.select(F.col("_metadata.file_path").alias("file"), column.alias("column"))
         .where(F.col("column").isNotNull())
         .limit(1)
     )
-    rows = collect(found)
-    return not_utf8_error(rows[0]["file"], version, rows[0]["column"]) if rows else None
+    rows = collect(first)
+    if not rows:
+        return None
+    return checkpoint_value_not_utf8(rows[0]["file"], version, rows[0]["column"])
 
 
 def _remember(cache: dict[Any, Any], key: Any, value: Any, limit: int) -> None:
