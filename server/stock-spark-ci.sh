@@ -67,7 +67,7 @@ subset=(
     tests/integration/test_snapshot.py::test_update_after_a_longer_transaction_retention_keeps_the_transaction
     tests/integration/test_checkpoint.py::test_a_single_file_checkpoint_observes_the_state_it_writes
     tests/integration/test_checkpoint.py::test_without_observed_metrics_the_state_query_counts_the_checkpoint
-    tests/integration/test_damaged_logs.py::test_a_checkpoint_transaction_that_is_not_utf8_is_refused
+    tests/integration/test_damaged_logs.py::test_a_checkpoint_action_read_for_the_snapshot_that_is_not_utf8_is_refused
     tests/integration/test_cdf.py
     tests/integration/test_history.py
     tests/integration/test_snapshot_cache.py::test_a_quiet_unchanged_log_is_answered_without_listing_it
