@@ -110,33 +110,32 @@ def invalid_line_reason(problem: Column, action: Column, schema: StructType) -> 
             continue
         present = schema[name].dataType
         assert isinstance(present, StructType)
-        for field in required:
-            if field in present.fieldNames():
-                missing = (
-                    action.getField(name).isNotNull()
-                    & action.getField(name).getField(field).isNull()
-                )
-                reasons.append((missing, f"its {name} action has no {field}"))
-    reasons += _deletion_vector_reasons(action, schema)
+        reasons += _missing_fields(action.getField(name), present, required, f"its {name} action")
+    # Then the deletion vector descriptors of the actions that carry one.
+    for name in WITH_DELETION_VECTORS:
+        carrier = schema[name].dataType if name in schema.fieldNames() else None
+        if not isinstance(carrier, StructType) or "deletionVector" not in carrier.fieldNames():
+            continue
+        descriptor_type = carrier["deletionVector"].dataType
+        assert isinstance(descriptor_type, StructType)
+        descriptor = action.getField(name).getField("deletionVector")
+        what = f"its {name} action's deletionVector"
+        reasons += _missing_fields(
+            descriptor, descriptor_type, DELETION_VECTOR_REQUIRED_FIELDS, what
+        )
     return _first_reason(reasons)
 
 
-def _deletion_vector_reasons(action: Column, schema: StructType) -> list[tuple[Column, str]]:
-    """Why an add's or a remove's deletion vector descriptor is not one: a required field
-    missing (a reader would drop the vector, or key the file wrongly)."""
-    reasons: list[tuple[Column, str]] = []
-    for name in WITH_DELETION_VECTORS:
-        present = schema[name].dataType if name in schema.fieldNames() else None
-        if not isinstance(present, StructType) or "deletionVector" not in present.fieldNames():
-            continue
-        descriptor_type = present["deletionVector"].dataType
-        assert isinstance(descriptor_type, StructType)
-        descriptor = action.getField(name).getField("deletionVector")
-        for field in DELETION_VECTOR_REQUIRED_FIELDS:
-            if field in descriptor_type.fieldNames():
-                missing = descriptor.isNotNull() & descriptor.getField(field).isNull()
-                reasons.append((missing, f"its {name} action's deletionVector has no {field}"))
-    return reasons
+def _missing_fields(
+    struct: Column, struct_type: StructType, required: Sequence[str], what: str
+) -> list[tuple[Column, Column | str]]:
+    """A reason per field of ``required`` that ``struct`` (parsed as ``struct_type``, which
+    may lack some) holds null where ``struct`` itself is present: "``what`` has no <field>"."""
+    return [
+        (struct.isNotNull() & struct.getField(field).isNull(), f"{what} has no {field}")
+        for field in required
+        if field in struct_type.fieldNames()
+    ]
 
 
 def _first_reason(reasons: Sequence[tuple[Column, Column | str]]) -> Column:
