@@ -55,7 +55,8 @@ server_pin="pyspark[connect]==$line.*"
 # createDataFrame (every listing), observed metrics (update() + state, create_checkpoint), CDF,
 # history, the checkpoint schemas the client states (Spark's own inference), and the failures
 # each line words its own way (an unreachable server after the client's retries, a cast, a
-# missing file system, a refused write, a query's own raise_error). The conformance tests run whole.
+# missing file system, a refused write, a query's own raise_error). The conformance tests run
+# whole.
 # Left out for time: the polling loop without checkpoints, and the longest CDF stream test.
 subset=(
     tests/conformance

@@ -153,6 +153,7 @@ def test_update_refuses_a_new_commit_with_an_invalid_line(
 
 
 V2_JSON = CONFORMANCE / "golden" / "v2-checkpoint-json" / "delta"
+V2_PARQUET = CONFORMANCE / "golden" / "v2-checkpoint-parquet" / "delta"
 V2_JSON_CHECKPOINT = "00000000000000000002.checkpoint.6374b053-df23-479b-b2cf-c9c550132b49.json"
 
 
@@ -794,9 +795,6 @@ def test_a_checkpoint_transaction_that_is_not_utf8_is_refused(
     assert log_bytes(table / "_delta_log") == before
 
 
-V2_PARQUET = CONFORMANCE / "golden" / "v2-checkpoint-parquet" / "delta"
-
-
 @pytest.mark.parametrize(
     ("action", "field", "commits_kept"),
     [("sidecar", "path", True), ("metaData", "id", False)],
@@ -821,7 +819,7 @@ def test_a_checkpoint_action_read_for_the_snapshot_that_is_not_utf8_is_refused(
     refused = pytest.raises(CorruptLogFileError, match=rf"{checkpoint.name}.*{action} column")
     dt = DeltaTable.for_path(spark, str(table), snapshot_cache=False)
     with refused:
-        dt.snapshot().state  # noqa: B018
+        _ = dt.snapshot().state
     with refused:
         dt.create_checkpoint()
     assert log_bytes(log) == before

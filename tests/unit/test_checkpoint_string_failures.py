@@ -1,5 +1,6 @@
-"""The failure a checkpoint writer's query raises on a string that is not UTF-8, as the client
-decodes it from Spark's error text (``plans.checkpoint_strings.not_utf8_failure``)."""
+"""The failure a query raises on a checkpoint string that is not UTF-8 (a sidecar's name, the
+protocol or metadata the client reads), as the client decodes it from Spark's error text
+(``plans.checkpoint_strings.not_utf8_failure``)."""
 
 from __future__ import annotations
 
