@@ -119,8 +119,31 @@ class StateRecoverError(DeltaError):
     error_class = "DELTA_STATE_RECOVER_ERROR"
     template = (
         "The {operation} of your Delta table could not be recovered while Reconstructing "
-        "version: {version}. Did you manually delete files in the _delta_log directory?"
+        "version: {version}.{detail}"
     )
+
+    def __init__(
+        self,
+        *,
+        operation: object,
+        version: object,
+        checksum_file: object = None,
+        detail: object = None,
+    ) -> None:
+        """``checksum_file``: the version checksum file the {operation} was first read from,
+        when the log's replay found a different one (``detail`` is derived from it; a
+        decoded error's is kept)."""
+        if checksum_file is not None:
+            detail = (
+                f" The {operation} replayed from the log differs from the one in the version "
+                f"checksum file {checksum_file}: one of the two is damaged or was copied from "
+                "another table. Compare them with a backup of the table's _delta_log; the "
+                "commits and checkpoints are the table's record, the checksum file an optional "
+                "summary of them."
+            )
+        elif detail is None:
+            detail = " Did you manually delete files in the _delta_log directory?"
+        super().__init__(operation=operation, version=version, detail=detail)
 
 
 class MissingCommitInfoError(DeltaError):
@@ -232,12 +255,18 @@ class CorruptLogFileError(DeltaError):
 def checkpoint_value_not_utf8(file: str, version: int, column: str | None) -> CorruptLogFileError:
     """``DELTA_CORRUPT_LOG_FILE`` for a ``file`` of the checkpoint of ``version`` whose
     ``column`` (None: unknown) holds a string that is not UTF-8."""
-    log_dir, separator, _ = file.rpartition("/_delta_log/")
     where = "a value" if column is None else f"a value of its {column} column"
+    return corrupt_checkpoint_file(file, version, f"{where} is not valid UTF-8")
+
+
+def corrupt_checkpoint_file(file: str, version: int, reason: str) -> CorruptLogFileError:
+    """``DELTA_CORRUPT_LOG_FILE`` for a ``file`` (a part or sidecar) of the checkpoint of
+    ``version``, for ``reason``."""
+    log_dir, separator, _ = file.rpartition("/_delta_log/")
     return CorruptLogFileError(
         file=file,
         path=(log_dir + "/_delta_log") if separator else file,
-        reason=f"version {version}: {where} is not valid UTF-8",
+        reason=f"version {version}: {reason}",
     )
 
 

@@ -418,10 +418,21 @@ class Snapshot:
 
     def _check_recovered(self, state: State) -> None:
         """The state's protocol and metadata must be the fast path's."""
+        checksum_file = self._pm_checksum_file()
         if state.protocol != self.protocol:
-            raise StateRecoverError(operation="protocol", version=self.version)
+            raise StateRecoverError(
+                operation="protocol", version=self.version, checksum_file=checksum_file
+            )
         if state.metadata != self.metadata:
-            raise StateRecoverError(operation="metadata", version=self.version)
+            raise StateRecoverError(
+                operation="metadata", version=self.version, checksum_file=checksum_file
+            )
+
+    def _pm_checksum_file(self) -> str | None:
+        """The version checksum file the fast path read the protocol and metadata from (None
+        when they came from the log)."""
+        source = self.protocol_and_metadata.source
+        return None if source == "log" else source
 
     def _queried_state(self) -> State:
         """The state query over every row of the state; its sums of the rows outside the

@@ -35,7 +35,7 @@ problem being known does not fail anything until then).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
@@ -55,6 +55,7 @@ from delta_connect_py.worker.line_checks import (
     PATH_NOT_STRING,
     QUOTED_LINE_CHARS,
     corrupt_line,
+    missing_field,
 )
 
 if TYPE_CHECKING:
@@ -105,37 +106,71 @@ def invalid_line_reason(problem: Column, action: Column, schema: StructType) -> 
     """Why a line with text ``problem`` (``text_problem``), parsed as ``action`` with
     ``schema``, is not a valid action line; null when it is."""
     reasons: list[tuple[Column, Column | str]] = [(problem.isNotNull(), problem)]
-    for name, required in REQUIRED_FIELDS.items():
-        if name not in schema.fieldNames():
-            continue
-        present = schema[name].dataType
-        assert isinstance(present, StructType)
-        reasons += _missing_fields(action.getField(name), present, required, f"its {name} action")
-    # Then the deletion vector descriptors of the actions that carry one.
-    for name in WITH_DELETION_VECTORS:
-        carrier = schema[name].dataType if name in schema.fieldNames() else None
-        if not isinstance(carrier, StructType) or "deletionVector" not in carrier.fieldNames():
-            continue
-        descriptor_type = carrier["deletionVector"].dataType
-        assert isinstance(descriptor_type, StructType)
-        descriptor = action.getField(name).getField("deletionVector")
-        what = f"its {name} action's deletionVector"
-        reasons += _missing_fields(
-            descriptor, descriptor_type, DELETION_VECTOR_REQUIRED_FIELDS, what
-        )
+    reasons += missing_field_reasons(action.getField, schema)
     return _first_reason(reasons)
 
 
-def _missing_fields(
-    struct: Column, struct_type: StructType, required: Sequence[str], what: str
+#: Required fields of one kind of struct a row may hold: the action's name, the field of the
+#: action holding the struct (None: the action itself; ``"deletionVector"``), the fields.
+RequiredFields = tuple[str, str | None, tuple[str, ...]]
+
+
+def required_fields(schema: StructType) -> tuple[RequiredFields, ...]:
+    """The fields the protocol requires (``REQUIRED_FIELDS``, then the deletion vector
+    descriptors' ``DELETION_VECTOR_REQUIRED_FIELDS``) that ``schema``, a row's struct of
+    actions as read, holds: a field the read's schema lacks is null in every row, and not
+    tested."""
+    found: list[RequiredFields] = []
+    for name, required in REQUIRED_FIELDS.items():
+        present = struct_field_type(schema, name)
+        if present is not None:
+            found.append((name, None, _held(present, required)))
+    for name in WITH_DELETION_VECTORS:
+        carrier = struct_field_type(schema, name)
+        descriptor = None if carrier is None else struct_field_type(carrier, "deletionVector")
+        if descriptor is not None:
+            held = _held(descriptor, DELETION_VECTOR_REQUIRED_FIELDS)
+            found.append((name, "deletionVector", held))
+    return tuple(entry for entry in found if entry[2])
+
+
+def _held(struct_type: StructType, fields: Sequence[str]) -> tuple[str, ...]:
+    return tuple(field for field in fields if field in struct_type.fieldNames())
+
+
+def missing_field_reasons(
+    action_of: Callable[[str], Column], schema: StructType
 ) -> list[tuple[Column, Column | str]]:
-    """A reason per field of ``required`` that ``struct`` (parsed as ``struct_type``, which
-    may lack some) holds null where ``struct`` itself is present: "``what`` has no <field>"."""
-    return [
-        (struct.isNotNull() & struct.getField(field).isNull(), f"{what} has no {field}")
-        for field in required
-        if field in struct_type.fieldNames()
-    ]
+    """A reason per field of ``required_fields(schema)`` that the row's action,
+    ``action_of(name)``, holds null where the action (or its descriptor) is present."""
+    reasons: list[tuple[Column, Column | str]] = []
+    for action, descriptor, fields in required_fields(schema):
+        struct = action_of(action)
+        if descriptor is not None:
+            struct = struct.getField(descriptor)
+        reasons += [
+            (
+                struct.isNotNull() & struct.getField(field).isNull(),
+                missing_field(action, descriptor, field),
+            )
+            for field in fields
+        ]
+    return reasons
+
+
+def first_missing_field(action_of: Callable[[str], Column], schema: StructType) -> Column | None:
+    """The first of ``missing_field_reasons`` that holds for the row, else null; None when
+    ``schema`` holds no required field to test."""
+    reasons = missing_field_reasons(action_of, schema)
+    return _first_reason(reasons) if reasons else None
+
+
+def struct_field_type(schema: StructType, name: str) -> StructType | None:
+    """The type of ``schema``'s field ``name`` when it is a struct; else None."""
+    if name not in schema.fieldNames():
+        return None
+    found = schema[name].dataType
+    return found if isinstance(found, StructType) else None
 
 
 def _first_reason(reasons: Sequence[tuple[Column, Column | str]]) -> Column:

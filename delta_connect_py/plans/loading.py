@@ -29,11 +29,21 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
 import pyspark.sql.connect.functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from delta_connect_py.connections import session_key
-from delta_connect_py.errors import CorruptLogFileError, checkpoint_value_not_utf8
-from delta_connect_py.plans.action_lines import checked_version, text_problem
+from delta_connect_py.errors import (
+    CorruptLogFileError,
+    checkpoint_value_not_utf8,
+    corrupt_checkpoint_file,
+)
+from delta_connect_py.plans.action_lines import (
+    RequiredFields,
+    checked_version,
+    first_missing_field,
+    required_fields,
+    text_problem,
+)
 from delta_connect_py.plans.checkpoint_strings import (
     any_not_utf8,
     columns_of,
@@ -110,8 +120,11 @@ class CheckpointFrames:
         count of each whole top-level column keeps every nested field in the scan (so every
         page is decoded) at a fifth of the cost of serialising the rows (2-4 s against
         10-20 s for a 910k-row checkpoint with stats). The same job tests every string for
-        UTF-8 (``plans.checkpoint_strings``): a value that is not is ``DELTA_CORRUPT_LOG_FILE``
-        too, naming the file and the column."""
+        UTF-8 (``plans.checkpoint_strings``) and every action for the fields the protocol
+        requires (``action_lines.missing_field_reasons``, as commit lines are): a value that
+        is not UTF-8, or an action without such a field (an add without ``size``, a deletion
+        vector without ``storageType``, read as no vector), is ``DELTA_CORRUPT_LOG_FILE`` too,
+        naming the file and the column or field."""
         if not self.frames:
             return
         spark = self.frames[0].sparkSession
@@ -119,8 +132,11 @@ class CheckpointFrames:
         if self.identity and key in _readable_checkpoints:
             return
         every_column = [_every_value_read(frame) for frame in self.frames]
-        if any(row["not_utf8"] for row in collect(union_all(every_column))):
+        counted = collect(union_all(every_column))
+        if any(row["not_utf8"] for row in counted):
             raise self.not_utf8_error()
+        if any(row["missing_fields"] for row in counted):
+            raise self.missing_field_error()
         _remember(_readable_checkpoints, key, None, MAX_READABLE_CHECKPOINTS)
 
     def not_utf8_error(self) -> CorruptLogFileError:
@@ -130,10 +146,39 @@ class CheckpointFrames:
             found = _first_not_utf8(frame, self.version)
             if found is not None:
                 return found
-        # Counted, but not found again (the files changed in between): name the first file.
+        return checkpoint_value_not_utf8(self._first_file(), self.version, None)
+
+    def missing_field_error(self) -> CorruptLogFileError:
+        """The error naming the first file of these files holding an action without a field
+        the protocol requires, and the field, which a job has counted (a job; on damaged files
+        only)."""
+        for frame in self.frames:
+            reason = first_missing_field(_top_level_column, frame.schema)
+            if reason is None:
+                continue
+            first = (
+                frame.select(F.col("_metadata.file_path").alias("file"), reason.alias("reason"))
+                .where(F.col("reason").isNotNull())
+                .limit(1)
+            )
+            rows = collect(first)
+            if rows:
+                return corrupt_checkpoint_file(rows[0]["file"], self.version, rows[0]["reason"])
+        unknown = "an action lacks a field the protocol requires"
+        return corrupt_checkpoint_file(self._first_file(), self.version, unknown)
+
+    def _first_file(self) -> str:
+        """The first file read, to name when a problem a job counted is not found again (the
+        files changed in between)."""
         first = self.identity[0] if self.identity else None
         file = first[0] if isinstance(first, tuple) else f"the checkpoint of version {self.version}"
-        return checkpoint_value_not_utf8(str(file), self.version, None)
+        return str(file)
+
+    def required_fields(self) -> tuple[RequiredFields, ...]:
+        """The required fields the replay's worker tests in these files' rows, conformed to the
+        state columns (``all_rows``, ``non_file_rows``): those every file holding the action
+        wrote, as a field a file did not write is null once its rows are conformed."""
+        return required_fields(_shared_schema(self.frames))
 
     @property
     def has_sidecars(self) -> bool:
@@ -163,12 +208,53 @@ class CheckpointFrames:
 
 
 def _every_value_read(frame: DataFrame) -> DataFrame:
-    """One row: how many values ``frame`` holds, and how many rows hold a string that is not
-    UTF-8. Reads every page of every column."""
-    values = reduce(operator.add, [F.count(F.col(f"`{c}`")) for c in frame.columns])
+    """One row: how many values ``frame`` holds, how many rows hold a string that is not
+    UTF-8, and how many an action without a required field. Reads every page of every
+    column."""
+    values = reduce(operator.add, [F.count(_top_level_column(c)) for c in frame.columns])
     not_utf8 = any_not_utf8(columns_of(frame))
-    rows = F.lit(0) if not_utf8 is None else F.count_if(not_utf8)
-    return frame.select(values.alias("values"), rows.alias("not_utf8"))
+    missing_field = first_missing_field(_top_level_column, frame.schema)
+    return frame.select(
+        values.alias("values"),
+        _rows_where(not_utf8).alias("not_utf8"),
+        _rows_where(None if missing_field is None else missing_field.isNotNull()).alias(
+            "missing_fields"
+        ),
+    )
+
+
+def _top_level_column(name: str) -> Column:
+    return F.col(f"`{name}`")
+
+
+def _rows_where(condition: Column | None) -> Column:
+    """How many rows ``condition`` holds for (0 without one)."""
+    return F.lit(0) if condition is None else F.count_if(condition)
+
+
+def _shared_schema(frames: Sequence[DataFrame]) -> StructType:
+    """Each column of ``frames`` with only the fields every frame holding the column has (by
+    name, into nested structs)."""
+    by_name: dict[str, list[DataType]] = {}
+    for frame in frames:
+        for field in frame.schema.fields:
+            by_name.setdefault(field.name, []).append(field.dataType)
+    return StructType([StructField(name, _shared_type(types)) for name, types in by_name.items()])
+
+
+def _shared_type(types: Sequence[DataType]) -> DataType:
+    """The fields every one of ``types`` has, when all are structs; else the first type."""
+    structs = [t for t in types if isinstance(t, StructType)]
+    if len(structs) < len(types):
+        return types[0]
+    first, rest = structs[0], structs[1:]
+    return StructType(
+        [
+            StructField(f.name, _shared_type([f.dataType, *(t[f.name].dataType for t in rest)]))
+            for f in first.fields
+            if all(f.name in t.fieldNames() for t in rest)
+        ]
+    )
 
 
 def _first_not_utf8(frame: DataFrame, version: int) -> CorruptLogFileError | None:

@@ -404,8 +404,9 @@ def _check_checksum_repeats_log(
             raise CorruptLogFileError(
                 file=from_checksum.source,
                 path=log_dir,
-                reason=f"its {name} is not the log's at version {segment.version} (a version "
-                "checksum only repeats the log: deleting it loses nothing)",
+                reason=f"its {name} is not the log's at version {segment.version}: one of the "
+                "two is damaged or was copied from another table (a version checksum only "
+                "repeats the log; compare both with a backup before deleting either)",
             )
 
 

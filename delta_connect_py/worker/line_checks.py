@@ -35,6 +35,15 @@ NO_END = "it does not end a JSON object (truncated?)"
 JOINED = "it holds more than one JSON object"
 NON_STRING_PATH = "a path is not a string"
 
+
+def missing_field(action: str, descriptor: str | None, field: str) -> str:
+    """Why an action lacking a field the protocol requires is refused: "its add action has no
+    size", or for a field of its ``descriptor``, "its add action's deletionVector has no
+    storageType"."""
+    what = f"its {action} action" if descriptor is None else f"its {action} action's {descriptor}"
+    return f"{what} has no {field}"
+
+
 #: Text of a line holding more than one JSON object: a ``}`` followed (perhaps past one stray
 #: character, a damaged newline) by ``{"key":``. Valid JSON never has ``}`` before ``{`` outside
 #: strings, and inside a string the quote after ``{`` would have to end it and then be

@@ -28,10 +28,12 @@ from delta_connect_py.errors import (
     CorruptLogFileError,
     LogFileOutsideTableError,
     checkpoint_value_not_utf8,
+    corrupt_checkpoint_file,
 )
 from delta_connect_py.protocol.actions import FILE_COLUMN, STATE_SCHEMA, VERSION_COLUMN
 from delta_connect_py.protocol.paths import canonical_path
 from delta_connect_py.worker.failures import WorkerFailure
+from delta_connect_py.worker.line_checks import missing_field
 
 OUTPUT_BATCH_ROWS = 65_536
 
@@ -44,6 +46,10 @@ class ReplayConfig:
     log_dir: str
     min_file_retention_timestamp: int | None
     min_set_transaction_retention_timestamp: int | None
+    #: Fields the rows' actions must hold, as ``plans.action_lines.required_fields`` lists
+    #: them: a checkpoint's, whose rows Spark reads without testing any (commit lines are
+    #: tested as they are read, and replayed without this).
+    required_fields: tuple[tuple[str, str | None, tuple[str, ...]], ...] = ()
 
 
 def replay_partition(
@@ -56,6 +62,7 @@ def replay_partition(
     # Chunks stay as they arrived: rows are only ever taken by index, never copied whole.
     table = pa.Table.from_batches(collected)
     check_source_files(table, config)
+    check_required_fields(table, config)
     is_file_action = pc.or_kleene(
         pc.is_valid(pc.struct_field(table["add"], "path")),
         pc.is_valid(pc.struct_field(table["remove"], "path")),
@@ -76,6 +83,32 @@ def check_source_files(table: pa.Table, config: ReplayConfig) -> None:
     foreign = first_foreign_source(pc.unique(table[FILE_COLUMN]).to_pylist(), config.log_dir)
     if foreign is not None:
         raise WorkerFailure(LogFileOutsideTableError(file=foreign, log_path=config.log_dir))
+
+
+def check_required_fields(table: pa.Table, config: ReplayConfig) -> None:
+    """A row whose action lacks one of ``config.required_fields`` is ``DELTA_CORRUPT_LOG_FILE``
+    naming its file, before the replay: an add without its path would be dropped as no file
+    action, and one whose deletion vector has no ``storageType`` keyed as a file without one,
+    winning or losing against the wrong actions (the checkpoint's own remove of the file as it
+    was before the vector)."""
+    for action, descriptor, fields in config.required_fields:
+        if action not in table.column_names:
+            continue
+        struct = table[action]
+        if descriptor is not None:
+            struct = pc.struct_field(struct, descriptor)  # null where the action is
+        present = pc.is_valid(struct)
+        for field in fields:
+            missing = pc.and_(present, pc.is_null(pc.struct_field(struct, field)))
+            if pc.any(missing).as_py():
+                row = pc.index(missing, True).as_py()
+                raise WorkerFailure(
+                    corrupt_checkpoint_file(
+                        table[FILE_COLUMN][row].as_py(),
+                        table[VERSION_COLUMN][row].as_py(),
+                        missing_field(action, descriptor, field),
+                    )
+                )
 
 
 def first_foreign_source(sources: Iterable[str | None], log_dir: str) -> str | None:

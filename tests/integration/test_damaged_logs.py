@@ -575,8 +575,10 @@ def test_a_version_checksum_that_is_not_the_logs_is_refused(
         content["metadata"]["partitionColumns"] = ["id"]
     checksum.write_text(json.dumps(content))
     table = DeltaTable.for_path(spark, str(path), snapshot_cache=False)
-    with pytest.raises(CorruptLogFileError, match=r"00000000000000000000\.crc"):
+    with pytest.raises(CorruptLogFileError, match=r"00000000000000000000\.crc") as refused:
         table.snapshot()
+    # Which of the two is damaged cannot be told: deleting the checksum is not advised blindly.
+    assert "one of the two is damaged" in str(refused.value)
     checksum.unlink()
     pristine = DeltaTable.for_path(spark, str(CONFORMANCE / "kernel/crc-full/delta"))
     assert table.snapshot().state == pristine.snapshot().state
@@ -793,6 +795,69 @@ def test_a_checkpoint_transaction_that_is_not_utf8_is_refused(
         with refused:
             dt.snapshot().transactions()
     assert log_bytes(table / "_delta_log") == before
+
+
+def _without_field_in_one_row(
+    checkpoint: Path, action: str, field: str, descriptor: str | None = None
+) -> None:
+    """Rewrite ``checkpoint`` with ``field`` of the first ``action`` that has it (or of that
+    action's ``descriptor`` struct) made null, the struct itself kept: valid parquet whose
+    action lacks a field the protocol requires."""
+    table = pq.read_table(checkpoint)
+    column = table.column(action).combine_chunks()
+    inner = column if descriptor is None else column.field(descriptor)
+    values = inner.field(field).to_pylist()
+    first = next(i for i, value in enumerate(values) if value is not None)
+    values[first] = None
+    emptied = pa.array(values, inner.type.field(field).type)
+    fields = [emptied if f.name == field else inner.field(f.name) for f in inner.type]
+    damaged = pa.StructArray.from_arrays(fields, fields=list(inner.type), mask=inner.is_null())
+    if descriptor is not None:
+        outer = [damaged if f.name == descriptor else column.field(f.name) for f in column.type]
+        damaged = pa.StructArray.from_arrays(outer, fields=list(column.type), mask=column.is_null())
+    pq.write_table(
+        table.set_column(table.schema.get_field_index(action), action, damaged), checkpoint
+    )
+
+
+_DV_TABLE = CONFORMANCE / "golden" / "kernel-basic-dv-with-checkpoint" / "delta"
+
+
+@pytest.mark.parametrize("joined", [False, True], ids=["replayed", "joined"])
+@pytest.mark.parametrize(
+    ("source", "action", "descriptor", "field"),
+    [
+        (_DV_TABLE, "add", "deletionVector", "storageType"),
+        (_DV_TABLE, "add", "deletionVector", "cardinality"),
+        (CONFORMANCE / "golden" / "checkpoint" / "delta", "add", None, "path"),
+        (CONFORMANCE / "golden" / "checkpoint" / "delta", "add", None, "size"),
+    ],
+    ids=["dv storageType", "dv cardinality", "add path", "add size"],
+)
+def test_a_checkpoint_action_without_a_required_field_is_refused(
+    spark: SparkSession,
+    tmp_path: Path,
+    joined: bool,
+    source: Path,
+    action: str,
+    descriptor: str | None,
+    field: str,
+) -> None:
+    """A checkpoint action lacking a field the protocol requires is DELTA_CORRUPT_LOG_FILE
+    naming the file and the field, as a commit line is, whether the checkpoint is replayed
+    with the commits or joined to them. Before, a deletion vector without ``storageType``
+    keyed its add as a file without one, which the checkpoint's own remove of the file then
+    beat (250 rows for 490); an add without ``path`` was dropped; one without ``cardinality``
+    was a raw Python error in the worker reading the vector."""
+    table = tmp_path / "t"
+    shutil.copytree(source, table)
+    checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    _without_field_in_one_row(checkpoint, action, field, descriptor)
+    what = action if descriptor is None else f"{action} action's {descriptor}"
+    with checkpoint_files(joined):
+        snapshot = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot(10)
+        with pytest.raises(CorruptLogFileError, match=rf"{checkpoint.name}.*{what}.* no {field}"):
+            snapshot.to_df().count()
 
 
 @pytest.mark.parametrize(

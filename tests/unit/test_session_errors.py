@@ -50,6 +50,20 @@ def test_worker_failure_round_trips_through_spark_error_text() -> None:
     )
 
 
+def test_a_state_differing_from_a_checksum_file_names_both_sources() -> None:
+    """When the protocol or metadata came from a version checksum, the replay's differing one
+    does not mean deleted files: either file may be the damaged one, and the message says so
+    (and survives the worker's encoding)."""
+    crc = "/t/_delta_log/00000000000000000007.crc"
+    failure = WorkerFailure(StateRecoverError(operation="protocol", version=7, checksum_file=crc))
+    error = translate_server_error(RuntimeError(f"PythonException: {failure}"))
+    assert isinstance(error, StateRecoverError)
+    text = str(error)
+    assert f"differs from the one in the version checksum file {crc}" in text
+    assert "one of the two is damaged" in text
+    assert "manually delete" not in text
+
+
 def test_unknown_failures_pass_through_unchanged() -> None:
     original = RuntimeError("something else")
     assert translate_server_error(original) is original
