@@ -43,7 +43,13 @@ from pyspark.sql.types import StructType
 
 from delta_connect_py.errors import CorruptLogFileError
 from delta_connect_py.plans.raised_failures import raised, raised_fields
-from delta_connect_py.protocol.actions import FILE_COLUMN, VERSION_COLUMN
+from delta_connect_py.protocol.actions import (
+    DELETION_VECTOR_REQUIRED_FIELDS,
+    FILE_COLUMN,
+    REQUIRED_FIELDS,
+    VERSION_COLUMN,
+    WITH_DELETION_VECTORS,
+)
 from delta_connect_py.worker.line_checks import (
     FREE_FORM_PREFIX,
     JOINED,
@@ -60,25 +66,6 @@ from delta_connect_py.worker.line_checks import (
 
 if TYPE_CHECKING:
     from pyspark.sql import Column
-
-#: Fields an action must have (non-null), per the protocol's action definitions. Left out on
-#: purpose: ``metaData.schemaString`` (delta-spark's own test tables write metaData without
-#: it) and fields the protocol marks optional.
-REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
-    "add": ("path", "size", "modificationTime", "dataChange", "partitionValues"),
-    "remove": ("path", "dataChange"),
-    "cdc": ("path", "size", "dataChange", "partitionValues"),
-    "metaData": ("id", "format", "partitionColumns"),
-    "protocol": ("minReaderVersion", "minWriterVersion"),
-    "txn": ("appId", "version"),
-    "domainMetadata": ("domain", "configuration", "removed"),
-}
-
-#: Fields a deletion vector descriptor must have (non-null) where an add or a remove has one;
-#: ``offset`` is optional (an inline vector has none).
-DELETION_VECTOR_REQUIRED_FIELDS = ("storageType", "pathOrInlineDv", "sizeInBytes", "cardinality")
-#: Actions that may carry a deletion vector descriptor.
-WITH_DELETION_VECTORS = ("add", "remove")
 
 #: Marks the failure ``checked_version`` raises, so the client can tell it from any other.
 MARKER = "DELTA_CONNECT_INVALID_ACTION_LINE"

@@ -68,6 +68,7 @@ from delta_connect_py.plans.spark import (
 from delta_connect_py.protocol.actions import (
     COMMIT_SCHEMA,
     FILE_COLUMN,
+    REQUIRED_FIELD_PATHS,
     STATE_SCHEMA,
     VERSION_COLUMN,
 )
@@ -77,7 +78,6 @@ from delta_connect_py.spark_failures import (
     raising_delta_errors,
     translate_server_error,
 )
-from delta_connect_py.worker.checkpoint_pm import PATHED_ACTIONS
 from delta_connect_py.worker.line_checks import LINE_PROBLEM_COLUMN
 from delta_connect_py.worker.log_files import (
     COMMIT_LINES_SCHEMA,
@@ -609,25 +609,36 @@ CHECKPOINT_ACTION_TYPES = {
 
 def _check_action_columns_in_schema(schema: StructType, paths: Sequence[str]) -> None:
     """``DELTA_CORRUPT_LOG_FILE`` when the footers' ``schema`` of checkpoint (or sidecar)
-    ``paths`` has an ``add`` or ``remove`` column without a ``path`` field (a damaged footer
-    renamed it), or an action column or field of another kind than the protocol's (a path
-    written as a number, an action as a string: ``plans.spark.type_mismatch``). Every reader
-    of the rows would fail on it with a raw Spark error, or read values cast into others,
-    where the protocol-and-metadata read would not read around it."""
+    ``paths`` has an action column without a field the protocol requires
+    (``protocol.actions.REQUIRED_FIELD_PATHS``: an add without ``size`` or ``partitionValues``,
+    a deletion vector without ``storageType``; a damaged footer renamed it, or a writer left it
+    out), or an action column or field of another kind than the protocol's (a path written as
+    a number, an action as a string: ``plans.spark.type_mismatch``). Every reader of the rows
+    would read the missing field as null (a file without its partition values or size, a
+    vector read as none) or fail with a raw Spark error, or read values cast into others,
+    where the protocol-and-metadata read would not read around it. Every writer of the
+    conformance tables (delta-spark, Delta Kernel, delta-rs 0.15 to 1.6) writes them all."""
     columns = struct_fields(schema)
-    for action in PATHED_ACTIONS:
-        fields = columns.get(action)
-        if isinstance(fields, StructType) and "path" not in fields.fieldNames():
+    for action, carrier, name in REQUIRED_FIELD_PATHS:
+        holder = _struct_type(columns.get(action))
+        if holder is not None and carrier is not None:
+            holder = _struct_type(holder[carrier].dataType if carrier in holder.names else None)
+        if holder is not None and name not in holder.fieldNames():
+            where = action if carrier is None else f"{action} column's {carrier}"
             raise _corrupt_checkpoint_schema(
                 paths,
-                f"its parquet schema's {action} column has no path field "
-                f"(fields: {', '.join(fields.fieldNames())[:200]})",
+                f"its parquet schema's {where} column has no {name} field "
+                f"(fields: {', '.join(holder.fieldNames())[:200]})",
             )
     for action, target in CHECKPOINT_ACTION_TYPES.items():
         if action in columns:
             mismatch = type_mismatch(columns[action], target, action)
             if mismatch is not None:
                 raise _corrupt_checkpoint_schema(paths, f"in its parquet schema, {mismatch}")
+
+
+def _struct_type(data_type: object) -> StructType | None:
+    return data_type if isinstance(data_type, StructType) else None
 
 
 def _corrupt_checkpoint_schema(paths: Sequence[str], reason: str) -> CorruptLogFileError:
@@ -830,7 +841,8 @@ def with_file_action_columns(frame: DataFrame) -> DataFrame:
 
 def sidecar_paths(frame: DataFrame, version: int, log_dir: str) -> list[str]:
     """Sidecar files a (possibly V2) checkpoint of ``version`` references, as paths Spark can
-    read (a name that is not UTF-8: ``DELTA_CORRUPT_LOG_FILE``)."""
+    read (a name that is not UTF-8: ``DELTA_CORRUPT_LOG_FILE``), each once: a sidecar named
+    twice holds its actions once (read twice, each of its adds would count twice)."""
     if "sidecar" not in struct_fields(frame.schema):
         return []
     sidecars = refused_if_not_utf8(
@@ -840,7 +852,7 @@ def sidecar_paths(frame: DataFrame, version: int, log_dir: str) -> list[str]:
         F.col("_metadata.file_path"),
     )
     rows = collect(sidecars.select("sidecar.path"))
-    return [_sidecar_location(row["path"], log_dir) for row in rows]
+    return list(dict.fromkeys(_sidecar_location(row["path"], log_dir) for row in rows))
 
 
 def _sidecar_location(path: str, log_dir: str) -> str:

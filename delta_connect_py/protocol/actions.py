@@ -168,6 +168,36 @@ REPLAY_INPUT_SCHEMA = pa.schema(
     ]
 )
 
+#: Fields an action must have (non-null), per the protocol's action definitions. Left out on
+#: purpose: ``metaData.schemaString`` (delta-spark's own test tables write metaData without
+#: it) and fields the protocol marks optional.
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    "add": ("path", "size", "modificationTime", "dataChange", "partitionValues"),
+    "remove": ("path", "dataChange"),
+    "cdc": ("path", "size", "dataChange", "partitionValues"),
+    "metaData": ("id", "format", "partitionColumns"),
+    "protocol": ("minReaderVersion", "minWriterVersion"),
+    "txn": ("appId", "version"),
+    "domainMetadata": ("domain", "configuration", "removed"),
+}
+
+#: Fields a deletion vector descriptor must have (non-null) where an add or a remove has one;
+#: ``offset`` is optional (an inline vector has none).
+DELETION_VECTOR_REQUIRED_FIELDS = ("storageType", "pathOrInlineDv", "sizeInBytes", "cardinality")
+#: Actions that may carry a deletion vector descriptor.
+WITH_DELETION_VECTORS = ("add", "remove")
+
+#: Every required field as (action, the action's field holding it or None, field): the
+#: actions' own, then their deletion vector descriptors'.
+REQUIRED_FIELD_PATHS: tuple[tuple[str, str | None, str], ...] = (
+    *((action, None, name) for action, names in REQUIRED_FIELDS.items() for name in names),
+    *(
+        (action, "deletionVector", name)
+        for action in WITH_DELETION_VECTORS
+        for name in DELETION_VECTOR_REQUIRED_FIELDS
+    ),
+)
+
 
 def _string_list(value: Any) -> tuple[str, ...] | None:
     return None if value is None else tuple(value)

@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from delta_connect_py.protocol.actions import METADATA, PROTOCOL
+from delta_connect_py.protocol.actions import METADATA, PROTOCOL, REQUIRED_FIELD_PATHS
 from delta_connect_py.worker.parquet_schema import spark_schema_json
 
 #: The checkpoint columns read, their protocol types, and the field whose value marks a row
@@ -40,9 +40,6 @@ _ACTIONS: dict[str, tuple[pa.StructType, str]] = {
     "protocol": (PROTOCOL, "minReaderVersion"),
     "metaData": (METADATA, "id"),
 }
-#: File actions whose ``path`` a checkpoint's parquet schema must have when it has the action
-#: (here and in the client's footer check, ``plans.loading``).
-PATHED_ACTIONS = ("add", "remove")
 
 
 @dataclass(frozen=True)
@@ -84,16 +81,37 @@ def _pm_lines(files: Sequence[pq.ParquetFile]) -> list[str] | None:
 
 
 def _conforms(schema: pa.Schema) -> bool:
-    """Whether the file's columns are what the client reads without a cast that could fail."""
-    for name in PATHED_ACTIONS:
-        if name in schema.names:
-            column = schema.field(name).type
-            if not pa.types.is_struct(column) or column.get_field_index("path") < 0:
-                return False
+    """Whether the file's columns are what the client reads without a cast that could fail,
+    and what its footer check lets through (``plans.loading``)."""
+    for name in ("add", "remove"):
+        if name in schema.names and not pa.types.is_struct(schema.field(name).type):
+            return False
+    if _lacks_a_required_field(schema):
+        return False
     for name, (expected, _) in _ACTIONS.items():
         if name in schema.names and not _same_type(schema.field(name).type, expected):
             return False
     return True
+
+
+def _lacks_a_required_field(schema: pa.Schema) -> bool:
+    """Whether an action column (or its deletion vector) lacks a field the protocol requires
+    (``REQUIRED_FIELD_PATHS``)."""
+    for action, carrier, name in REQUIRED_FIELD_PATHS:
+        holder = schema.field(action).type if action in schema.names else None
+        if carrier is not None:
+            holder = _struct_field_type(holder, carrier)
+        if holder is not None and pa.types.is_struct(holder) and holder.get_field_index(name) < 0:
+            return True
+    return False
+
+
+def _struct_field_type(data_type: pa.DataType | None, name: str) -> pa.DataType | None:
+    """The type of field ``name`` of a struct ``data_type``; None without one."""
+    if data_type is None or not pa.types.is_struct(data_type):
+        return None
+    index = data_type.get_field_index(name)
+    return None if index < 0 else data_type.field(index).type
 
 
 def _same_type(actual: pa.DataType, expected: pa.DataType) -> bool:

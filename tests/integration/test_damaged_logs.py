@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
@@ -858,6 +859,81 @@ def test_a_checkpoint_action_without_a_required_field_is_refused(
         snapshot = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot(10)
         with pytest.raises(CorruptLogFileError, match=rf"{checkpoint.name}.*{what}.* no {field}"):
             snapshot.to_df().count()
+
+
+def _without_schema_field(checkpoint: Path, action: str, dotted: str) -> None:
+    """Rewrite ``checkpoint`` with the field ``dotted`` (``size``, ``deletionVector.storageType``)
+    left out of its ``action`` column's type altogether: valid parquet a writer could have
+    written without the field."""
+
+    def without(column: pa.Array, parts: list[str]) -> pa.Array:
+        assert isinstance(column, pa.StructArray)
+        kept = []
+        for index, child in enumerate(column.type):
+            if child.name != parts[0]:
+                kept.append((child, column.field(index)))
+            elif len(parts) > 1:
+                inner = without(column.field(index), parts[1:])
+                kept.append((pa.field(child.name, inner.type), inner))
+        return pa.StructArray.from_arrays(
+            [values for _, values in kept], fields=[f for f, _ in kept], mask=column.is_null()
+        )
+
+    table = pq.read_table(checkpoint)
+    damaged = without(table.column(action).combine_chunks(), dotted.split("."))
+    index = table.schema.get_field_index(action)
+    pq.write_table(
+        table.set_column(index, action, damaged).replace_schema_metadata(None), checkpoint
+    )
+
+
+@pytest.mark.parametrize(
+    ("action", "field"),
+    [
+        ("add", "partitionValues"),
+        ("add", "size"),
+        ("add", "deletionVector.storageType"),
+        ("metaData", "partitionColumns"),
+    ],
+)
+def test_a_checkpoint_schema_without_a_required_field_is_read_around_or_refused(
+    spark: SparkSession, tmp_path: Path, action: str, field: str
+) -> None:
+    """A checkpoint whose parquet schema lacks a field the protocol requires is a damaged
+    checkpoint: read around with the commits before it (the undamaged state and rows), else
+    DELTA_CORRUPT_LOG_FILE naming the file and the field. Before, every row read the field as
+    null: a partitioned file without its partition values, sizes summed without the
+    checkpoint's, the vector's file dropped (227 rows for 454), the table unpartitioned."""
+    table = tmp_path / "t"
+    shutil.copytree(_DV_TABLE, table)
+    log = table / "_delta_log"
+    checkpoint = log / "00000000000000000010.checkpoint.parquet"
+    _without_schema_field(checkpoint, action, field)
+    pristine = DeltaTable.for_path(spark, str(_DV_TABLE)).snapshot(10)
+    snapshot = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot(10)
+    assert snapshot.state == pristine.state
+    assert snapshot.partition_columns == pristine.partition_columns
+    assert snapshot.to_df().count() == pristine.to_df().count()
+    for version in range(10):
+        (log / f"{version:020d}.json").unlink()
+    name = field.rpartition(".")[2]
+    with pytest.raises(CorruptLogFileError, match=rf"{checkpoint.name}.*has no {name} field"):
+        _ = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot(10).state
+
+
+def test_a_sidecar_named_twice_is_read_once(spark: SparkSession, tmp_path: Path) -> None:
+    """A V2 checkpoint naming one sidecar twice holds its actions once: before, each of its
+    adds counted twice (delta-rs still counts them so)."""
+    table = tmp_path / "t"
+    shutil.copytree(V2_PARQUET, table)
+    checkpoint = next((table / "_delta_log").glob("*.checkpoint.*.parquet"))
+    actions = pq.read_table(checkpoint)
+    sidecar_rows = actions.filter(pc.is_valid(actions.column("sidecar")))
+    pq.write_table(pa.concat_tables([actions, sidecar_rows]), checkpoint)
+    pristine = DeltaTable.for_path(spark, str(V2_PARQUET)).snapshot()
+    snapshot = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot()
+    assert snapshot.state == pristine.state
+    assert snapshot.all_files().count() == pristine.state.num_of_files
 
 
 @pytest.mark.parametrize(
