@@ -34,8 +34,10 @@ problem being known does not fail anything until then).
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Sequence
+from functools import reduce
 from typing import TYPE_CHECKING
 
 import pyspark.sql.connect.functions as F
@@ -143,6 +145,21 @@ def missing_field_reasons(
             for field in fields
         ]
     return reasons
+
+
+def missing_field_count(action_of: Callable[[str], Column], schema: StructType) -> Column | None:
+    """An aggregation: how many (row, field) pairs of ``required_fields(schema)`` lack the
+    field where the row's action (or descriptor) is present, else 0; None when there is none
+    to test. Plain counts, ``count(action) - count(action.field)``, which cost a scan next to
+    nothing where ``missing_field_reasons``' per-row conditions would (a 1M-row checkpoint's
+    full read took 3-4 s more)."""
+    missing: list[Column] = []
+    for action, descriptor, fields in required_fields(schema):
+        struct = action_of(action)
+        if descriptor is not None:
+            struct = struct.getField(descriptor)
+        missing += [F.count(struct) - F.count(struct.getField(field)) for field in fields]
+    return reduce(operator.add, missing) if missing else None
 
 
 def first_missing_field(action_of: Callable[[str], Column], schema: StructType) -> Column | None:

@@ -41,6 +41,7 @@ from delta_connect_py.plans.action_lines import (
     RequiredFields,
     checked_version,
     first_missing_field,
+    missing_field_count,
     required_fields,
     text_problem,
 )
@@ -209,17 +210,15 @@ class CheckpointFrames:
 
 def _every_value_read(frame: DataFrame) -> DataFrame:
     """One row: how many values ``frame`` holds, how many rows hold a string that is not
-    UTF-8, and how many an action without a required field. Reads every page of every
-    column."""
+    UTF-8, and how many required fields its actions lack (``missing_field_count``). Reads
+    every page of every column."""
     values = reduce(operator.add, [F.count(_top_level_column(c)) for c in frame.columns])
     not_utf8 = any_not_utf8(columns_of(frame))
-    missing_field = first_missing_field(_top_level_column, frame.schema)
+    missing_fields = missing_field_count(_top_level_column, frame.schema)
     return frame.select(
         values.alias("values"),
         _rows_where(not_utf8).alias("not_utf8"),
-        _rows_where(None if missing_field is None else missing_field.isNotNull()).alias(
-            "missing_fields"
-        ),
+        (F.lit(0) if missing_fields is None else missing_fields).alias("missing_fields"),
     )
 
 
