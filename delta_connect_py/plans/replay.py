@@ -496,7 +496,11 @@ def reconstruct(
         for frame in actions.checkpoint.frames:
             check_read_from_log(frame, config.log_dir)
         # Its rows replayed (all of them, or its non-file actions) are tested by the workers.
-        config = dataclasses.replace(config, required_fields=actions.checkpoint.required_fields())
+        config = dataclasses.replace(
+            config,
+            required_fields=actions.checkpoint.required_fields(),
+            checkpoint_version=actions.checkpoint.version,
+        )
     if actions.checkpoint is not None and not _replays_checkpoint_files(actions):
         return _reconstructed_over_checkpoint(actions, actions.checkpoint, config, num_partitions)
     # The replay's rows are the whole state (no checkpoint, or a small one replayed with its

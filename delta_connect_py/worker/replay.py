@@ -7,7 +7,8 @@ unexpired tombstones, and for the non-file partition the latest protocol, metaDa
 appId and domainMetadata per domain.
 
 Invariants: the newest action per file key ``(canonical path, deletion-vector unique id)`` wins,
-ties within one version broken by input order (a stable sort); a row read from a file outside
+ties within one version broken by input order (a stable sort), except in the checkpoint, whose
+add beats its remove of the same key; a row read from a file outside
 this table's ``_delta_log`` fails the task with ``DELTA_LOG_FILE_OUTSIDE_TABLE`` rather than
 contributing a row. Output matches ``protocol.actions.STATE_SCHEMA`` exactly. The reference
 replay in ``protocol.replay`` is the oracle this must agree with.
@@ -50,6 +51,9 @@ class ReplayConfig:
     #: them: a checkpoint's, whose rows Spark reads without testing any (commit lines are
     #: tested as they are read, and replayed without this).
     required_fields: tuple[tuple[str, str | None, tuple[str, ...]], ...] = ()
+    #: The version of the checkpoint among the rows (None: none is): its own removes are
+    #: tombstones only, never the end of one of its adds.
+    checkpoint_version: int | None = None
 
 
 def replay_partition(
@@ -152,11 +156,16 @@ def replay_file_actions(table: pa.Table, file_rows: pa.Array, config: ReplayConf
     keys = file_keys(
         pc.coalesce(add_paths, pc.struct_field(removes, "path")), adds, removes, config
     )
+    versions = _rows_of(table[VERSION_COLUMN], file_rows, table.num_rows)
+    sort_columns = {"key": keys, "version": versions}
+    if config.checkpoint_version is not None:
+        # Within the checkpoint, an add beats a remove of its key (delta-rs and Delta Kernel
+        # read it so, as does the state over a checkpoint not replayed, ``plans.replay``); a
+        # valid checkpoint never holds both.
+        at_checkpoint = pc.equal(versions, pa.scalar(config.checkpoint_version, pa.int64()))
+        sort_columns["checkpoint_add"] = pc.and_(at_checkpoint, pc.is_valid(add_paths))
     order = pc.sort_indices(
-        pa.table(
-            {"key": keys, "version": _rows_of(table[VERSION_COLUMN], file_rows, table.num_rows)}
-        ),
-        sort_keys=[("key", "ascending"), ("version", "ascending")],
+        pa.table(sort_columns), sort_keys=[(name, "ascending") for name in sort_columns]
     )
     sorted_keys = pc.take(keys, order)
     if isinstance(sorted_keys, pa.ChunkedArray):

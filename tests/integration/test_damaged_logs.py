@@ -921,6 +921,36 @@ def test_a_checkpoint_schema_without_a_required_field_is_read_around_or_refused(
         _ = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot(10).state
 
 
+@pytest.mark.parametrize("joined", [False, True], ids=["replayed", "joined"])
+def test_a_checkpoint_remove_never_ends_an_add_of_the_same_checkpoint(
+    spark: SparkSession, tmp_path: Path, joined: bool
+) -> None:
+    """A checkpoint holding an add and a remove of the same file (no valid checkpoint does)
+    keeps the file live, whichever path reads it, as delta-rs and Delta Kernel read it: a
+    checkpoint's removes are tombstones only. Before, the replayed path dropped the file
+    where the joined one kept it."""
+    table = tmp_path / "t"
+    source = CONFORMANCE / "golden" / "checkpoint" / "delta"
+    shutil.copytree(source, table)
+    checkpoint = table / "_delta_log" / "00000000000000000010.checkpoint.parquet"
+    actions = pq.read_table(checkpoint)
+    first_add = actions.filter(pc.is_valid(actions.column("add"))).slice(0, 1)
+    add = first_add.column("add").to_pylist()[0]
+    remove = {"path": add["path"], "deletionTimestamp": add["modificationTime"], "dataChange": True}
+    as_remove = pa.table(
+        {
+            name: pa.array([remove if name == "remove" else None], actions.schema.field(name).type)
+            for name in actions.column_names
+        }
+    )
+    pq.write_table(pa.concat_tables([actions, as_remove]), checkpoint)
+    pristine = DeltaTable.for_path(spark, str(source)).snapshot()
+    with checkpoint_files(joined):
+        snapshot = DeltaTable.for_path(spark, str(table), snapshot_cache=False).snapshot()
+        assert snapshot.state.num_of_files == pristine.state.num_of_files
+        assert snapshot.all_files().count() == pristine.state.num_of_files
+
+
 def test_a_sidecar_named_twice_is_read_once(spark: SparkSession, tmp_path: Path) -> None:
     """A V2 checkpoint naming one sidecar twice holds its actions once: before, each of its
     adds counted twice (delta-rs still counts them so)."""
