@@ -152,7 +152,7 @@ def missing_field_count(action_of: Callable[[str], Column], schema: StructType) 
     field where the row's action (or descriptor) is present, else 0; None when there is none
     to test. Plain counts, ``count(action) - count(action.field)``, which cost a scan next to
     nothing where ``missing_field_reasons``' per-row conditions would (a 1M-row checkpoint's
-    full read took 3-4 s more)."""
+    full read took 4-5 s more)."""
     missing: list[Column] = []
     for action, descriptor, fields in required_fields(schema):
         struct = action_of(action)

@@ -122,7 +122,7 @@ class CheckpointFrames:
         page is decoded) at a fifth of the cost of serialising the rows (2-4 s against
         10-20 s for a 910k-row checkpoint with stats). The same job tests every string for
         UTF-8 (``plans.checkpoint_strings``) and every action for the fields the protocol
-        requires (``action_lines.missing_field_reasons``, as commit lines are): a value that
+        requires (``action_lines.missing_field_count``, as commit lines are): a value that
         is not UTF-8, or an action without such a field (an add without ``size``, a deletion
         vector without ``storageType``, read as no vector), is ``DELTA_CORRUPT_LOG_FILE`` too,
         naming the file and the column or field."""
@@ -214,21 +214,17 @@ def _every_value_read(frame: DataFrame) -> DataFrame:
     every page of every column."""
     values = reduce(operator.add, [F.count(_top_level_column(c)) for c in frame.columns])
     not_utf8 = any_not_utf8(columns_of(frame))
-    missing_fields = missing_field_count(_top_level_column, frame.schema)
+    rows = F.lit(0) if not_utf8 is None else F.count_if(not_utf8)
+    missing = missing_field_count(_top_level_column, frame.schema)
     return frame.select(
         values.alias("values"),
-        _rows_where(not_utf8).alias("not_utf8"),
-        (F.lit(0) if missing_fields is None else missing_fields).alias("missing_fields"),
+        rows.alias("not_utf8"),
+        (F.lit(0) if missing is None else missing).alias("missing_fields"),
     )
 
 
 def _top_level_column(name: str) -> Column:
     return F.col(f"`{name}`")
-
-
-def _rows_where(condition: Column | None) -> Column:
-    """How many rows ``condition`` holds for (0 without one)."""
-    return F.lit(0) if condition is None else F.count_if(condition)
 
 
 def _shared_schema(frames: Sequence[DataFrame]) -> StructType:
