@@ -132,19 +132,14 @@ def missing_field_reasons(
 ) -> list[tuple[Column, Column | str]]:
     """A reason per field of ``required_fields(schema)`` that the row's action,
     ``action_of(name)``, holds null where the action (or its descriptor) is present."""
-    reasons: list[tuple[Column, Column | str]] = []
-    for action, descriptor, fields in required_fields(schema):
-        struct = action_of(action)
-        if descriptor is not None:
-            struct = struct.getField(descriptor)
-        reasons += [
-            (
-                struct.isNotNull() & struct.getField(field).isNull(),
-                missing_field(action, descriptor, field),
-            )
-            for field in fields
-        ]
-    return reasons
+    return [
+        (
+            struct.isNotNull() & struct.getField(field).isNull(),
+            missing_field(action, descriptor, field),
+        )
+        for struct, (action, descriptor, fields) in _required_structs(action_of, schema)
+        for field in fields
+    ]
 
 
 def missing_field_count(action_of: Callable[[str], Column], schema: StructType) -> Column | None:
@@ -153,13 +148,25 @@ def missing_field_count(action_of: Callable[[str], Column], schema: StructType) 
     to test. Plain counts, ``count(action) - count(action.field)``, which cost a scan next to
     nothing where ``missing_field_reasons``' per-row conditions would (a 1M-row checkpoint's
     full read took 4-5 s more)."""
-    missing: list[Column] = []
-    for action, descriptor, fields in required_fields(schema):
-        struct = action_of(action)
-        if descriptor is not None:
-            struct = struct.getField(descriptor)
-        missing += [F.count(struct) - F.count(struct.getField(field)) for field in fields]
+    missing = [
+        F.count(struct) - F.count(struct.getField(field))
+        for struct, (_, _, fields) in _required_structs(action_of, schema)
+        for field in fields
+    ]
     return reduce(operator.add, missing) if missing else None
+
+
+def _required_structs(
+    action_of: Callable[[str], Column], schema: StructType
+) -> list[tuple[Column, RequiredFields]]:
+    """Each entry of ``required_fields(schema)`` with the row's struct holding its fields
+    (``action_of(action)``, or that action's descriptor)."""
+    structs = []
+    for entry in required_fields(schema):
+        action, descriptor, _ = entry
+        struct = action_of(action)
+        structs.append((struct if descriptor is None else struct.getField(descriptor), entry))
+    return structs
 
 
 def first_missing_field(action_of: Callable[[str], Column], schema: StructType) -> Column | None:

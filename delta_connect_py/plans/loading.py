@@ -43,6 +43,7 @@ from delta_connect_py.plans.action_lines import (
     first_missing_field,
     missing_field_count,
     required_fields,
+    struct_field_type,
     text_problem,
 )
 from delta_connect_py.plans.checkpoint_strings import (
@@ -615,9 +616,9 @@ def _check_action_columns_in_schema(schema: StructType, paths: Sequence[str]) ->
     conformance tables (delta-spark, Delta Kernel, delta-rs 0.15 to 1.6) writes them all."""
     columns = struct_fields(schema)
     for action, carrier, name in REQUIRED_FIELD_PATHS:
-        holder = _struct_type(columns.get(action))
+        holder = struct_field_type(schema, action)
         if holder is not None and carrier is not None:
-            holder = _struct_type(holder[carrier].dataType if carrier in holder.names else None)
+            holder = struct_field_type(holder, carrier)
         if holder is not None and name not in holder.fieldNames():
             where = action if carrier is None else f"{action} column's {carrier}"
             raise _corrupt_checkpoint_schema(
@@ -630,10 +631,6 @@ def _check_action_columns_in_schema(schema: StructType, paths: Sequence[str]) ->
             mismatch = type_mismatch(columns[action], target, action)
             if mismatch is not None:
                 raise _corrupt_checkpoint_schema(paths, f"in its parquet schema, {mismatch}")
-
-
-def _struct_type(data_type: object) -> StructType | None:
-    return data_type if isinstance(data_type, StructType) else None
 
 
 def _corrupt_checkpoint_schema(paths: Sequence[str], reason: str) -> CorruptLogFileError:
