@@ -17,7 +17,9 @@
 # 3. Starts org.apache.spark.sql.connect.service.SparkConnectServer (spark-submit ...
 #    spark-internal, server/spark-defaults.conf) on 127.0.0.1 and a free port, its Python workers
 #    .venv-worker (or $DELTA_CONNECT_WORKER_PYTHON), and waits for it.
-# 4. Runs the conformance tests and the subset below from each client in turn (4.1: .venv-thin).
+# 4. Runs the conformance tests and the subset below from the first client, then the subset's
+#    client-side part from each other client (4.1: .venv-thin), each in two test processes
+#    (pytest-xdist; STOCK_SPARK_TEST_WORKERS) sharing the server, as make test-integration.
 #    Stops the server on any exit.
 #
 # Prerequisites: python3.11 (or $PYTHON), Java 17, pip reaching PyPI, .venv-worker and
@@ -82,9 +84,20 @@ server_only=(
     tests/integration/test_session_settings.py
     tests/integration/test_footer_schemas.py
 )
-client_subset=()
+# The conformance suite mostly tests the server's reading of many tables through the same
+# few plans; a later client line runs it for five tables that take every one of those plans
+# (a multi-part and a V2 checkpoint with sidecars, deletion vectors, column mapping, CDF).
+replays='tests/conformance/test_snapshots.py::test_table_replays_like_upstream'
+later_client_conformance=(
+    "$replays[golden/multi-part-checkpoint/delta]"
+    "$replays[kernel/v2-checkpoints-parquet-with-sidecars/delta]"
+    "$replays[golden/kernel-basic-dv-with-checkpoint/delta]"
+    "$replays[golden/dv-with-columnmapping/delta]"
+    "$replays[kernel/cdf-table-with-cdc-and-dvs/delta]"
+)
+client_subset=("${later_client_conformance[@]}")
 for entry in "${subset[@]}"; do
-    [[ " ${server_only[*]} " == *" $entry "* ]] || client_subset+=("$entry")
+    [[ " ${server_only[*]} tests/conformance " == *" $entry "* ]] || client_subset+=("$entry")
 done
 
 phase() { echo "== $tag-ci: $* ($SECONDS s)"; }
@@ -152,6 +165,7 @@ for client in "${clients[@]}"; do
     basetemp="$(mktemp -d -t "delta-connect-$tag-tests.XXXXXX")"
     SPARK_REMOTE="sc://127.0.0.1:$port" PYTHONPATH="$root" \
         "$client/bin/pytest" -p no:cacheprovider --basetemp "$basetemp" --durations=25 \
+        -n "${STOCK_SPARK_TEST_WORKERS:-2}" --dist loadfile \
         -m "integration and not embedded and not delta_spark" "${tests[@]}" \
         --deselect tests/integration/test_cdf.py::test_stream_batches_concatenate_to_load_cdf_and_resume_exactly \
         "$@" || status=1
