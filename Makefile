@@ -119,15 +119,17 @@ test-unit: $(THIN)/.installed
 	$(THIN)/bin/pytest tests/unit $(PYTEST_ARGS)
 
 # (b) a standalone server (from .venv, workers .venv-worker) on a free port; the tests run from
-# the thin client through SPARK_REMOTE, in INTEGRATION_WORKERS processes (pytest-xdist, a test
-# file's tests in one process): one process leaves the 2 cores a third idle (measured on the
-# 2-core dev machine, 2026-12-01: 678 s in one, 512 s in two).
-INTEGRATION_WORKERS ?= 2
+# the thin client through SPARK_REMOTE, in DELTA_TEST_WORKERS processes (pytest-xdist, a test
+# file's tests in one process; also the stock servers' and the container's subsets): one
+# process leaves the 2 cores a third idle (measured on the 2-core dev machine, 2026-12-01:
+# 678 s in one, 512 s in two).
+DELTA_TEST_WORKERS ?= 2
+export DELTA_TEST_WORKERS
 test-integration: $(VENV)/.installed-dev $(WORKER)/.installed $(THIN)/.installed
 	DELTA_CONNECT_WORKER_PYTHON=$(CURDIR)/$(WORKER)/bin/python \
 		server/with-local-server.sh \
 		$(THIN)/bin/pytest -m "integration and not embedded and not delta_spark and not object_store and not gcs and not concurrency and not soak and not resources" \
-		-n $(INTEGRATION_WORKERS) --dist loadfile tests $(PYTEST_ARGS)
+		-n $(DELTA_TEST_WORKERS) --dist loadfile tests $(PYTEST_ARGS)
 
 # (c) tests that start the embedded server themselves (full pyspark); none collected is fine.
 test-embedded: $(VENV)/.installed-dev $(WORKER)/.installed

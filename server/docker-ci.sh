@@ -11,7 +11,7 @@
 #    mounted at the same absolute path inside and out (the server resolves table paths itself).
 #    Readiness is the server's own log line: docker-proxy accepts TCP before Spark listens.
 # 3. pytest with SPARK_REMOTE at it, in two test processes (pytest-xdist, a file's tests in one;
-#    DOCKER_CI_TEST_WORKERS); conformance copies, --basetemp and TMPDIR under the data
+#    DELTA_TEST_WORKERS); conformance copies, --basetemp and TMPDIR under the data
 #    directory, so every table a test writes is visible to the server.
 # Always removes the container, stops dockerd if this script started it and removes the data
 # directory if it made it. Exits with pytest's code. Prints each step's time ("== step: N s").
@@ -129,7 +129,7 @@ run_tests() {
     TMPDIR="$data/tmp" DELTA_DATA_DIR="$data" DELTA_CONFORMANCE_DIR="$data/conformance" \
         SPARK_REMOTE="sc://$address" \
         "$pytest_bin" -m "integration and not embedded and not delta_spark" \
-        -n "${DOCKER_CI_TEST_WORKERS:-2}" --dist loadfile \
+        -n "${DELTA_TEST_WORKERS:-2}" --dist loadfile \
         ${select:+-k "$select"} --basetemp="$data/pytest" -p no:cacheprovider "${tests[@]}" "$@"
 }
 start=$SECONDS

@@ -19,7 +19,7 @@
 #    .venv-worker (or $DELTA_CONNECT_WORKER_PYTHON), and waits for it.
 # 4. Runs the conformance tests and the subset below from the first client, then the subset's
 #    client-side part from each other client (4.1: .venv-thin), each in two test processes
-#    (pytest-xdist; STOCK_SPARK_TEST_WORKERS) sharing the server, as make test-integration.
+#    (pytest-xdist; DELTA_TEST_WORKERS) sharing the server, as make test-integration.
 #    Stops the server on any exit.
 #
 # Prerequisites: python3.11 (or $PYTHON), Java 17, pip reaching PyPI, .venv-worker and
@@ -165,7 +165,7 @@ for client in "${clients[@]}"; do
     basetemp="$(mktemp -d -t "delta-connect-$tag-tests.XXXXXX")"
     SPARK_REMOTE="sc://127.0.0.1:$port" PYTHONPATH="$root" \
         "$client/bin/pytest" -p no:cacheprovider --basetemp "$basetemp" --durations=25 \
-        -n "${STOCK_SPARK_TEST_WORKERS:-2}" --dist loadfile \
+        -n "${DELTA_TEST_WORKERS:-2}" --dist loadfile \
         -m "integration and not embedded and not delta_spark" "${tests[@]}" \
         --deselect tests/integration/test_cdf.py::test_stream_batches_concatenate_to_load_cdf_and_resume_exactly \
         "$@" || status=1
